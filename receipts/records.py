@@ -1,0 +1,168 @@
+"""Immutable records that leave the store: receipts, events, catalogue entries, tenants."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from receipts.states import TERMINAL
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO-8601 with a ``Z`` suffix, or None."""
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """The record of one tool call (DESIGN.md, "Receipts")."""
+
+    id: str
+    tenant_id: str
+    trace_id: str
+    call_id: str | None
+    parent_id: str | None
+    tool: str
+    kind: str
+    status: str
+    input: Any
+    output: Any
+    error: dict[str, Any] | None
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    request_hash: str | None
+    metadata: dict[str, Any]
+    webhook_url: str | None
+    effect: str
+    idempotent: bool
+    timeout_s: float
+    queue: str
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    deadline_at: datetime
+    available_at: datetime
+    published_at: datetime | None
+    lease_expires_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Receipt:
+        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def retry_safe(self) -> bool:
+        """Whether running this call again cannot repeat a side effect."""
+        return self.effect == "read" or self.idempotent
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON shape clients, webhooks and system tools see."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "trace_id": self.trace_id,
+            "tool": self.tool,
+            "kind": self.kind,
+            "call_id": self.call_id,
+            "input": self.input,
+            "parent_id": self.parent_id,
+            "output": self.output,
+            "error": self.error,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "idempotency_key": self.idempotency_key,
+            "metadata": self.metadata,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "deadline_at": iso(self.deadline_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One transition in a receipt's timeline."""
+
+    id: int
+    receipt_id: str
+    at: datetime
+    from_status: str | None
+    to_status: str
+    attempt: int
+    actor: str
+    detail: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Event:
+        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": iso(self.at),
+            "from_status": self.from_status,
+            "to_status": self.to_status,
+            "attempt": self.attempt,
+            "actor": self.actor,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A catalogue entry: what a tool takes and the contract it declares."""
+
+    name: str
+    kind: str
+    description: str
+    parameters: dict[str, Any]
+    effect: str = "read"
+    idempotent: bool = True
+    timeout_s: float = 30.0
+    max_attempts: int = 3
+    queue: str = "tools"
+    definition: dict[str, Any] = field(default_factory=dict)
+    tenant_id: str = "*"
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ToolSpec:
+        return cls(**{name: row[name] for name in cls.__dataclass_fields__})
+
+    def to_api(self) -> dict[str, Any]:
+        data = {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "parameters": self.parameters,
+            "effect": self.effect,
+            "idempotent": self.idempotent,
+            "timeout_s": self.timeout_s,
+            "max_attempts": self.max_attempts,
+        }
+        if self.kind in ("api_call", "integration"):
+            data["definition"] = self.definition
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a cursor-paginated listing."""
+
+    items: list[Any]
+    next_cursor: str | None

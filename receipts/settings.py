@@ -1,0 +1,89 @@
+"""Settings, read from ``TOOLRELAY_*`` environment variables by pydantic-settings.
+
+There is no module-level settings object: every process builds one with :func:`load_settings` and
+passes it down to the factories (``create_app``, ``make_celery``, ``Database.from_settings``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+CommaList = Annotated[list[str], NoDecode]
+
+
+def _split(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Every knob of a toolrelay process. Defaults run the embedded single-process mode."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLRELAY_", extra="ignore")
+
+    database_url: str = "sqlite:///toolrelay.db"
+    broker_url: str = "memory://"
+    tool_modules: CommaList = Field(default_factory=list)
+    secret_key: str = ""
+
+    # Execution defaults (DESIGN.md, guarantee 3 and 5).
+    default_timeout_s: float = 30.0
+    default_max_attempts: int = 3
+    retry_initial_s: float = 1.0
+    retry_factor: float = 2.0
+    retry_max_s: float = 100.0
+    call_deadline_s: float = 3600.0
+    function_deadline_s: float = 24 * 3600.0
+    function_deadline_max_s: float = 31 * 24 * 3600.0
+    lease_grace_s: float = 15.0
+
+    # Sweeper: how often it runs and when a pending receipt's message is presumed lost.
+    sweep_interval_s: float = 2.0
+    republish_after_s: float = 30.0
+    sweep_batch: int = 500
+
+    # Gateway.
+    max_body_bytes: int = 1024 * 1024
+    long_poll_max_s: float = 60.0
+    auth_cache_s: float = 30.0
+    catalogue_cache_s: float = 2.0
+
+    # Outbound HTTP (api_call tools and webhooks): CIDRs that may be reached despite the SSRF guard.
+    outbound_allow_cidrs: CommaList = Field(default_factory=list)
+
+    # Webhooks.
+    webhook_retry_schedule: CommaList = Field(
+        default_factory=lambda: ["0", "5", "300", "1800", "7200", "18000", "36000", "36000"]
+    )
+    webhook_timeout_s: float = 15.0
+    webhook_secret_grace_s: float = 24 * 3600.0
+    webhook_disable_after_s: float = 5 * 24 * 3600.0
+    webhook_batch: int = 200
+    webhook_concurrency: int = 32
+
+    # Integrations: base URLs are settings so tests can point them at local servers.
+    wikipedia_base_url: str = "https://en.wikipedia.org/w/api.php"
+    weather_base_url: str = "https://api.open-meteo.com/v1/forecast"
+    http_max_bytes: int = 1024 * 1024
+
+    @field_validator("tool_modules", "outbound_allow_cidrs", "webhook_retry_schedule", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        return _split(value)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def retry_schedule_s(self) -> list[float]:
+        return [float(part) for part in self.webhook_retry_schedule]
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment, with explicit overrides taking precedence."""
+    return Settings(**overrides)  # type: ignore[arg-type]

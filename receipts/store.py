@@ -1,0 +1,363 @@
+"""The receipt store: create-or-replay, compare-and-set claim, fenced finish, retry, cancel, queries.
+
+Each public method is one atomic operation in its own transaction: the state change, its line in the
+``receipt_events`` timeline and the webhook outbox rows announcing it commit together.
+
+Two rules keep concurrent workers honest (DESIGN.md, guarantee 2):
+
+* a claim is ``UPDATE ... WHERE status = 'pending'``: zero rows means somebody else has it;
+* every later write is also ``WHERE attempt = :attempt``: the attempt number is a fencing token, so
+  a worker whose lease was reclaimed cannot overwrite what the next attempt wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, insert, select, update
+
+from receipts import outbox, states
+from receipts.db import Database, dialect_insert, utcnow
+from receipts.errors import IdempotencyMismatch, InvalidTransition, NotFound
+from receipts.ids import new_id
+from receipts.records import Event, Page, Receipt, ToolSpec
+from receipts.tables import receipt_events, receipts
+
+Listener = Callable[[Receipt], None]
+
+
+def fingerprint(request: dict[str, Any]) -> str:
+    """A stable hash of a request body, to tell a replay from a different request under one key."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class NewCall:
+    """What the gateway (or a system tool) asks the store to accept."""
+
+    tenant_id: str
+    tool: ToolSpec
+    arguments: Any
+    deadline_s: float
+    trace_id: str | None = None
+    call_id: str | None = None
+    parent_id: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    webhook_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an attempt ended: the status to record and its output or error."""
+
+    status: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+
+
+def error(code: str, message: str, *, retryable: bool = False, retry_after_ms: int | None = None,
+          details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An ``error`` object in the receipt's closed vocabulary."""
+    assert code in states.ERROR_CODES, code
+    return {
+        "code": code,
+        "message": message,
+        "retryable": retryable,
+        "retry_after_ms": retry_after_ms,
+        "details": details or {},
+    }
+
+
+def encode_cursor(receipt_id: str) -> str:
+    return base64.urlsafe_b64encode(receipt_id.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    padded = cursor + "=" * (-len(cursor) % 4)
+    return base64.urlsafe_b64decode(padded.encode()).decode()
+
+
+class ReceiptStore:
+    """Receipts and their timeline, on a :class:`~receipts.db.Database`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener(receipt)`` in this process after every committed transition."""
+        self._listeners.append(listener)
+
+    def _announce(self, receipt: Receipt) -> None:
+        for listener in self._listeners:
+            listener(receipt)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _record(self, conn: Connection, receipt: Receipt, before: str | None, actor: str,
+                now: datetime, detail: dict[str, Any] | None = None) -> None:
+        """Append the transition to the timeline and queue its webhook messages."""
+        conn.execute(
+            insert(receipt_events).values(
+                receipt_id=receipt.id,
+                at=now,
+                from_status=before,
+                to_status=receipt.status,
+                attempt=receipt.attempt,
+                actor=actor,
+                detail=detail or {},
+            )
+        )
+        event_type = states.EVENT_TYPES.get(receipt.status)
+        if event_type is not None:
+            outbox.emit(conn, receipt, event_type, now)
+
+    def create(self, call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> tuple[Receipt, bool]:
+        """Accept a call, or find the receipt its idempotency key already made.
+
+        Returns ``(receipt, replayed)``. Concurrent duplicates under one key create exactly one
+        receipt: the unique index decides, ``ON CONFLICT DO NOTHING`` lets the loser read the winner.
+
+        Raises:
+            IdempotencyMismatch: the key was used before with a different request.
+        """
+        now = utcnow()
+        receipt_id = new_id("rcpt")
+        spec = call.tool
+        values = {
+            "id": receipt_id,
+            "tenant_id": call.tenant_id,
+            "trace_id": call.trace_id or new_id("trace"),
+            "call_id": call.call_id,
+            "parent_id": call.parent_id,
+            "tool": spec.name,
+            "kind": spec.kind,
+            "status": status,
+            "input": call.arguments,
+            "output": None,
+            "error": None,
+            "attempt": 0,
+            "max_attempts": spec.max_attempts,
+            "idempotency_key": call.idempotency_key,
+            "request_hash": call.request_hash,
+            "metadata": call.metadata,
+            "webhook_url": call.webhook_url,
+            "effect": spec.effect,
+            "idempotent": spec.idempotent,
+            "timeout_s": spec.timeout_s,
+            "queue": spec.queue,
+            "created_at": now,
+            "updated_at": now,
+            "started_at": None,
+            "finished_at": None,
+            "deadline_at": now + timedelta(seconds=call.deadline_s),
+            "available_at": now,
+            "published_at": now if status == states.PENDING else None,
+            "lease_expires_at": None,
+        }
+        with self.db.transaction() as conn:
+            stmt = dialect_insert(conn)(receipts).values(**values)
+            if call.idempotency_key is not None:
+                stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+            row = conn.execute(stmt.returning(*receipts.c)).mappings().first()
+            if row is None:
+                existing = self._by_key(conn, call.tenant_id, call.idempotency_key or "")
+                if existing.request_hash != call.request_hash:
+                    raise IdempotencyMismatch(receipt_id=existing.id)
+                return existing, True
+            receipt = Receipt.from_row(row)
+            self._record(conn, receipt, None, actor, now)
+        self._announce(receipt)
+        return receipt, False
+
+    def _by_key(self, conn: Connection, tenant_id: str, key: str) -> Receipt:
+        row = conn.execute(
+            select(receipts).where(receipts.c.tenant_id == tenant_id, receipts.c.idempotency_key == key)
+        ).mappings().one()
+        return Receipt.from_row(row)
+
+    def _move(self, receipt_id: str, before: str, target: str, *, where: Iterable[Any],
+              values: dict[str, Any], actor: str, detail: dict[str, Any] | None = None,
+              now: datetime | None = None) -> Receipt | None:
+        """Move one receipt ``before -> target`` if ``where`` holds; None when it did not."""
+        assert states.can_move(before, target), (before, target)
+        now = now or utcnow()
+        with self.db.transaction() as conn:
+            row = conn.execute(
+                update(receipts)
+                .where(receipts.c.id == receipt_id, receipts.c.status == before, *where)
+                .values(status=target, updated_at=now, **values)
+                .returning(*receipts.c)
+            ).mappings().first()
+            if row is None:
+                return None
+            receipt = Receipt.from_row(row)
+            self._record(conn, receipt, before, actor, now, detail)
+        self._announce(receipt)
+        return receipt
+
+    def claim(self, receipt_id: str, *, lease_s: float, actor: str, now: datetime | None = None) -> Receipt | None:
+        """pending -> running, bumping ``attempt`` and taking a lease; None for a duplicate delivery.
+
+        A receipt whose retry is not yet due (``available_at`` in the future) or whose deadline has
+        passed is not claimed: the early message is dropped, the sweeper settles the late one.
+        """
+        now = now or utcnow()
+        return self._move(
+            receipt_id,
+            states.PENDING,
+            states.RUNNING,
+            where=[
+                receipts.c.available_at <= now + timedelta(seconds=1),
+                receipts.c.deadline_at > now,
+            ],
+            values={
+                "attempt": receipts.c.attempt + 1,
+                "lease_expires_at": now + timedelta(seconds=lease_s),
+                "started_at": now,
+            },
+            actor=actor,
+            now=now,
+        )
+
+    def finish(self, receipt_id: str, attempt: int, outcome: Outcome, *, actor: str,
+               from_status: str = states.RUNNING) -> Receipt | None:
+        """running -> success|failed|partially_succeeded, fenced by ``attempt``; None if fenced out."""
+        now = utcnow()
+        detail = {"error": outcome.error} if outcome.error is not None else None
+        return self._move(
+            receipt_id,
+            from_status,
+            outcome.status,
+            where=[receipts.c.attempt == attempt],
+            values={"output": outcome.output, "error": outcome.error, "finished_at": now,
+                    "lease_expires_at": None},
+            actor=actor,
+            detail=detail,
+            now=now,
+        )
+
+    def retry_later(self, receipt_id: str, attempt: int, err: dict[str, Any], *, delay_s: float,
+                    published: bool, actor: str) -> Receipt | None:
+        """running -> pending with the retry due in ``delay_s``, fenced by ``attempt``.
+
+        ``published`` says whether the caller will send the message itself (with a countdown); if
+        not, ``published_at`` stays empty and the sweeper enqueues the retry when it is due.
+        """
+        now = utcnow()
+        due = now + timedelta(seconds=delay_s)
+        return self._move(
+            receipt_id,
+            states.RUNNING,
+            states.PENDING,
+            where=[receipts.c.attempt == attempt],
+            values={"error": err, "available_at": due, "published_at": due if published else None,
+                    "lease_expires_at": None},
+            actor=actor,
+            detail={"error": err, "retry_in_s": round(delay_s, 3)},
+            now=now,
+        )
+
+    def complete_waiting(self, tenant_id: str, receipt_id: str, outcome: Outcome, *, actor: str) -> Receipt:
+        """waiting -> success|failed for a client-run (function) tool.
+
+        Raises:
+            NotFound: no such receipt for this tenant.
+            InvalidTransition: the receipt is not waiting (a result was already posted, or it expired).
+        """
+        now = utcnow()
+        detail = {"error": outcome.error} if outcome.error is not None else None
+        receipt = self._move(
+            receipt_id,
+            states.WAITING,
+            outcome.status,
+            where=[receipts.c.tenant_id == tenant_id, receipts.c.deadline_at > now],
+            values={"output": outcome.output, "error": outcome.error, "finished_at": now},
+            actor=actor,
+            detail=detail,
+            now=now,
+        )
+        if receipt is None:
+            current = self.get(tenant_id, receipt_id)
+            raise InvalidTransition(f"receipt is {current.status}, not waiting", status=current.status)
+        return receipt
+
+    def cancel(self, tenant_id: str, receipt_id: str, *, actor: str = "api") -> Receipt:
+        """Any non-terminal state -> canceled. A running worker's later finish is fenced out.
+
+        Raises:
+            NotFound: no such receipt for this tenant.
+            InvalidTransition: the receipt is already terminal.
+        """
+        current = self.get(tenant_id, receipt_id)
+        if current.terminal:
+            raise InvalidTransition(f"receipt is already {current.status}", status=current.status)
+        err = error("canceled", "canceled by request")
+        receipt = self._move(
+            receipt_id,
+            current.status,
+            states.CANCELED,
+            where=[receipts.c.tenant_id == tenant_id, receipts.c.attempt == current.attempt],
+            values={"error": err, "finished_at": utcnow(), "lease_expires_at": None},
+            actor=actor,
+        )
+        if receipt is None:
+            return self.cancel(tenant_id, receipt_id, actor=actor)  # it moved meanwhile: look again
+        return receipt
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def load(self, receipt_id: str) -> Receipt | None:
+        """A receipt by id, whatever its tenant (for workers and the sweeper)."""
+        with self.db.engine.connect() as conn:
+            row = conn.execute(select(receipts).where(receipts.c.id == receipt_id)).mappings().first()
+        return Receipt.from_row(row) if row else None
+
+    def get(self, tenant_id: str, receipt_id: str) -> Receipt:
+        """A tenant's receipt. Another tenant's id is NotFound, exactly like an unknown one."""
+        with self.db.engine.connect() as conn:
+            row = conn.execute(
+                select(receipts).where(receipts.c.id == receipt_id, receipts.c.tenant_id == tenant_id)
+            ).mappings().first()
+        if row is None:
+            raise NotFound(f"no receipt {receipt_id}")
+        return Receipt.from_row(row)
+
+    def list(self, tenant_id: str, *, trace_id: str | None = None, status: str | None = None,
+             tool: str | None = None, parent_id: str | None = None, limit: int = 50,
+             cursor: str | None = None) -> Page:
+        """Newest first, ``limit`` at a time; ``next_cursor`` continues where the page ended."""
+        c = receipts.c
+        conditions = [c.tenant_id == tenant_id]
+        for column, value in ((c.trace_id, trace_id), (c.status, status), (c.tool, tool), (c.parent_id, parent_id)):
+            if value is not None:
+                conditions.append(column == value)
+        if cursor:
+            conditions.append(c.id < decode_cursor(cursor))
+        with self.db.engine.connect() as conn:
+            rows = conn.execute(
+                select(receipts).where(and_(*conditions)).order_by(c.id.desc()).limit(limit + 1)
+            ).mappings().all()
+        items = [Receipt.from_row(row) for row in rows[:limit]]
+        next_cursor = encode_cursor(items[-1].id) if len(rows) > limit else None
+        return Page(items=items, next_cursor=next_cursor)
+
+    def events(self, tenant_id: str, receipt_id: str) -> list[Event]:
+        """The timeline of a tenant's receipt, oldest first."""
+        self.get(tenant_id, receipt_id)
+        with self.db.engine.connect() as conn:
+            rows = conn.execute(
+                select(receipt_events)
+                .where(receipt_events.c.receipt_id == receipt_id)
+                .order_by(receipt_events.c.id)
+            ).mappings().all()
+        return [Event.from_row(row) for row in rows]

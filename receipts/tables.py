@@ -1,0 +1,211 @@
+"""The database schema, as SQLAlchemy Core tables. Alembic migrations create exactly these.
+
+ORM rows never leave this package: the store turns rows into frozen records (``records.py``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData()
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend (SQLite hands back naive values)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+Json = JSON().with_variant(JSONB(), "postgresql")
+AutoId = BigInteger().with_variant(Integer(), "sqlite")
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    # Default secrets (encrypted) that sign deliveries to a call's own webhook_url.
+    Column("webhook_secrets", Json, nullable=False, default=list),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant_id", String(40), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+)
+
+# The catalogue. tenant_id "*" marks a tool published by workers for every tenant.
+tools = Table(
+    "tools",
+    metadata,
+    Column("tenant_id", String(40), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("parameters", Json, nullable=False),
+    Column("effect", String(8), nullable=False),
+    Column("idempotent", Boolean, nullable=False),
+    Column("timeout_s", Float, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("queue", String(100), nullable=False),
+    Column("definition", Json, nullable=False, default=dict),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+receipts = Table(
+    "receipts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant_id", String(40), nullable=False),
+    Column("trace_id", String(200), nullable=False),
+    Column("call_id", String(200), nullable=True),
+    Column("parent_id", String(40), nullable=True),
+    Column("tool", String(64), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("status", String(24), nullable=False),
+    Column("input", Json, nullable=False),
+    Column("output", Json, nullable=True),
+    Column("error", Json, nullable=True),
+    Column("attempt", Integer, nullable=False, default=0),
+    Column("max_attempts", Integer, nullable=False),
+    Column("idempotency_key", String(255), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("metadata", Json, nullable=False, default=dict),
+    Column("webhook_url", Text, nullable=True),
+    # The tool's contract, frozen at acceptance so catalogue edits never change a call in flight.
+    Column("effect", String(8), nullable=False),
+    Column("idempotent", Boolean, nullable=False),
+    Column("timeout_s", Float, nullable=False),
+    Column("queue", String(100), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("finished_at", UTCDateTime, nullable=True),
+    Column("deadline_at", UTCDateTime, nullable=False),
+    # Scheduling: a pending receipt may be claimed from available_at on; published_at is when its
+    # message was last sent (the sweeper re-publishes when that is old); lease_expires_at bounds a claim.
+    Column("available_at", UTCDateTime, nullable=False),
+    Column("published_at", UTCDateTime, nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
+    Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
+    Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),
+    Index("ix_receipts_tool_status", "tool", "status"),
+    Index("ix_receipts_parent", "parent_id"),
+    Index("ix_receipts_status_available", "status", "available_at"),
+    Index("ix_receipts_status_lease", "status", "lease_expires_at"),
+    Index("ix_receipts_status_deadline", "status", "deadline_at"),
+)
+
+receipt_events = Table(
+    "receipt_events",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("receipt_id", String(40), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("from_status", String(24), nullable=True),
+    Column("to_status", String(24), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("detail", Json, nullable=False, default=dict),
+    Index("ix_receipt_events_receipt", "receipt_id", "id"),
+)
+
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant_id", String(40), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    # ",receipt.failed,receipt.succeeded," or "" for every type: matchable with LIKE on every backend.
+    Column("event_types", Text, nullable=False, default=""),
+    Column("enabled", Boolean, nullable=False, default=True),
+    Column("disabled_reason", Text, nullable=True),
+    Column("secrets", Json, nullable=False, default=list),
+    Column("failing_since", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_webhook_endpoints_tenant", "tenant_id", "enabled"),
+)
+
+webhook_messages = Table(
+    "webhook_messages",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant_id", String(40), nullable=False),
+    Column("endpoint_id", String(40), nullable=True),
+    Column("url", Text, nullable=True),
+    Column("event_type", String(40), nullable=False),
+    Column("receipt_id", String(40), nullable=False),
+    Column("payload", Json, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt_at", UTCDateTime, nullable=True),
+    Column("locked_until", UTCDateTime, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_webhook_messages_due", "status", "next_attempt_at"),
+    Index("ix_webhook_messages_endpoint", "endpoint_id", "id"),
+)
+
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("message_id", String(40), nullable=False),
+    Column("endpoint_id", String(40), nullable=True),
+    Column("at", UTCDateTime, nullable=False),
+    Column("success", Boolean, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("latency_ms", Float, nullable=True),
+    Column("response", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Index("ix_webhook_attempts_message", "message_id", "id"),
+)
+
+integration_setups = Table(
+    "integration_setups",
+    metadata,
+    Column("tenant_id", String(40), primary_key=True),
+    Column("provider", String(64), primary_key=True),
+    Column("config", Text, nullable=False),  # encrypted JSON
+    Column("updated_at", UTCDateTime, nullable=False),
+)
