@@ -26,7 +26,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLRELAY_", extra="ignore")
 
     database_url: str = "sqlite:///toolrelay.db"
-    broker_url: str = "memory://"
+    broker_url: str = "memory://localhost/"
     tool_modules: CommaList = Field(default_factory=list)
     secret_key: str = ""
 

@@ -41,12 +41,17 @@ class Sweeper:
         self.republish_after = timedelta(seconds=republish_after_s)
         self.batch = batch
 
-    def sweep(self, now: datetime | None = None) -> SweepReport:
-        """Expire, reclaim, then collect pending receipts whose message must be sent again."""
+    def sweep(self, now: datetime | None = None, *, after_restart: bool = False) -> SweepReport:
+        """Expire, reclaim, then collect pending receipts whose message must be sent again.
+
+        ``after_restart`` is for a single process that owns its database and broker (the embedded
+        mode) coming back up: every lease it held and every message it had queued died with it, so
+        running receipts are reclaimed and pending ones re-sent at once instead of after a timeout.
+        """
         now = now or utcnow()
         expired = self._expire(now)
-        reclaimed, lost = self._reclaim(now)
-        return SweepReport(self._due_for_publish(now), reclaimed, lost, expired)
+        reclaimed, lost = self._reclaim(now, any_lease=after_restart)
+        return SweepReport(self._due_for_publish(now, all_pending=after_restart), reclaimed, lost, expired)
 
     def _select(self, *conditions: object) -> list[Receipt]:
         with self.store.db.engine.connect() as conn:
@@ -69,7 +74,7 @@ class Sweeper:
                 count += 1
         return count
 
-    def _reclaim(self, now: datetime) -> tuple[int, int]:
+    def _reclaim(self, now: datetime, *, any_lease: bool = False) -> tuple[int, int]:
         """running with an expired lease: the worker died. Retry what is safe, fail the rest.
 
         A read or idempotent tool goes back to pending (if attempts and time remain). A write that
@@ -77,7 +82,8 @@ class Sweeper:
         never run again (DESIGN.md, guarantee 3).
         """
         reclaimed = lost = 0
-        for receipt in self._select(receipts.c.status == states.RUNNING, receipts.c.lease_expires_at <= now):
+        lease_over = receipts.c.id.is_not(None) if any_lease else receipts.c.lease_expires_at <= now
+        for receipt in self._select(receipts.c.status == states.RUNNING, lease_over):
             lost_error = error(
                 "outcome_unknown" if not receipt.retry_safe else "internal",
                 f"the worker running attempt {receipt.attempt} stopped before reporting a result",
@@ -95,12 +101,12 @@ class Sweeper:
                 lost += 1
         return reclaimed, lost
 
-    def _due_for_publish(self, now: datetime) -> list[Receipt]:
+    def _due_for_publish(self, now: datetime, *, all_pending: bool = False) -> list[Receipt]:
         """Pending receipts whose message is missing: never sent, or sent long ago and not claimed.
 
         Marks them published now, so the next pass leaves them alone for ``republish_after``.
         """
-        stale = now - self.republish_after
+        stale = now if all_pending else now - self.republish_after
         due = self._select(
             receipts.c.status == states.PENDING,
             receipts.c.available_at <= now,

@@ -1,0 +1,67 @@
+"""``create_app(settings)``: the FastAPI application."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from celery import Celery
+from fastapi import FastAPI
+
+from gateway import problems
+from gateway.limits import BodyLimit
+from gateway.routes import health, receipts, tools
+from gateway.services import Services
+from gateway.waiters import PostgresListener
+from receipts.db import Database
+from receipts.messages import TaskSender
+from receipts.settings import Settings
+from receipts.store import ReceiptStore
+
+log = logging.getLogger(__name__)
+
+
+def make_sender(settings: Settings) -> Celery:
+    """A Celery app used only to publish tasks by name (the gateway never imports workers)."""
+    app = Celery("toolrelay-gateway", broker=settings.broker_url, set_as_current=False)
+    options = {"polling_interval": 0.005} if settings.broker_url.startswith("memory") else {}
+    app.conf.update(broker_transport_options=options, task_serializer="json", broker_connection_retry=False,
+                    broker_connection_max_retries=1)
+    return app
+
+
+def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender: TaskSender | None = None) -> FastAPI:
+    """The HTTP API. ``store`` and ``sender`` may be shared with an in-process worker (embedded mode)."""
+    store = store or ReceiptStore(Database.from_settings(settings, pool_size=20))
+    db = store.db
+    sender = sender or make_sender(settings)
+    services = Services(settings, store, sender)
+    listener: PostgresListener | None = None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        nonlocal listener
+        services.waiters.bind(asyncio.get_running_loop())
+        if db.dialect == "postgresql":
+            conninfo = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            listener = PostgresListener(conninfo, services.waiters)
+            listener.start()
+        yield
+        if listener is not None:
+            listener.stop()
+
+    app = FastAPI(
+        title="toolrelay",
+        version="0.1.0",
+        description="Durable, verifiable execution of LLM tool calls: receipts, workers, signed webhooks.",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    problems.install(app)
+    app.include_router(receipts.router)
+    app.include_router(tools.router)
+    app.include_router(health.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

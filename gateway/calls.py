@@ -1,0 +1,77 @@
+"""Accepting a tool call: look the tool up, validate, store the receipt, publish its message."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gateway.problems import Problem
+from gateway.schemas import ToolCallRequest
+from gateway.services import Services
+from receipts import states
+from receipts.errors import NotFound
+from receipts.messages import publish_execute
+from receipts.records import Receipt, Tenant
+from receipts.store import NewCall, fingerprint
+
+log = logging.getLogger(__name__)
+
+
+def resolve_key(body: ToolCallRequest, header_key: str | None) -> str | None:
+    """The idempotency key from the header or the body; both given must agree."""
+    if header_key is not None and body.idempotency_key is not None and header_key != body.idempotency_key:
+        raise Problem(422, "Idempotency-Key header and idempotency_key field differ",
+                      errors=[{"field": "idempotency_key", "message": "differs from the Idempotency-Key header"}])
+    key = header_key if header_key is not None else body.idempotency_key
+    if key is not None and not 1 <= len(key) <= 255:
+        raise Problem(422, "invalid Idempotency-Key",
+                      errors=[{"field": "idempotency_key", "message": "must be 1 to 255 characters"}])
+    return key
+
+
+def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key: str | None,
+           parent_id: str | None = None) -> tuple[Receipt, bool]:
+    """Store the call durably and publish it; returns ``(receipt, replayed)``.
+
+    Nothing is written when the request is invalid. Once the row is committed the call is accepted:
+    if the broker is unreachable the message is left to the sweeper, which re-sends pending receipts
+    whose message never arrived.
+    """
+    key = resolve_key(body, header_key)
+    try:
+        checked = services.tools.get(tenant.id, body.tool)
+    except NotFound:
+        raise Problem(422, f"unknown tool {body.tool!r}",
+                      errors=[{"field": "tool", "message": f"no tool named {body.tool!r}; see GET /v1/tools"}]) from None
+    errors = checked.errors(body.arguments)
+    if errors:
+        raise Problem(422, f"arguments do not match the schema of {body.tool!r}", errors=errors)
+    spec = checked.spec
+    settings = services.settings
+    waiting = spec.kind == "function"
+    deadline = body.timeout_s or (settings.function_deadline_s if waiting else settings.call_deadline_s)
+    limit = settings.function_deadline_max_s
+    if deadline > limit:
+        raise Problem(422, "timeout_s too large",
+                      errors=[{"field": "timeout_s", "message": f"must be at most {limit:g} seconds"}])
+    request: dict[str, Any] = body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True)
+    call = NewCall(
+        tenant_id=tenant.id,
+        tool=spec,
+        arguments=body.arguments,
+        deadline_s=deadline,
+        trace_id=body.trace_id,
+        call_id=body.call_id,
+        parent_id=parent_id,
+        idempotency_key=key,
+        request_hash=fingerprint(request) if key is not None else None,
+        metadata=body.metadata,
+        webhook_url=body.webhook_url,
+    )
+    receipt, replayed = services.store.create(call, status=states.WAITING if waiting else states.PENDING)
+    if not replayed and not waiting:
+        try:
+            publish_execute(services.sender, receipt, grace_s=settings.lease_grace_s)
+        except Exception as exc:  # noqa: BLE001 - the row is committed; the sweeper will publish it
+            log.warning("receipt %s accepted but not published (%s); the sweeper will retry", receipt.id, exc)
+    return receipt, replayed

@@ -1,0 +1,30 @@
+"""FastAPI dependencies: the services of this app and the calling tenant."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from gateway.auth import UNAUTHORIZED, bearer_key
+from gateway.problems import Problem
+from gateway.services import Services
+from receipts.records import Tenant
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+async def get_tenant(request: Request) -> Tenant:
+    key = bearer_key(request)
+    services = get_services(request)
+    tenant = await run_in_threadpool(services.keys.lookup, key)
+    if tenant is None:
+        raise Problem(401, "invalid API key", headers=UNAUTHORIZED)
+    return tenant
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+TenantDep = Annotated[Tenant, Depends(get_tenant)]

@@ -1,0 +1,109 @@
+"""RFC 9457 problem details: every error the API returns is ``application/problem+json``.
+
+Domain errors are turned into responses here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from receipts.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
+
+log = logging.getLogger(__name__)
+
+MEDIA_TYPE = "application/problem+json"
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+class Problem(Exception):
+    """Raise from a route to answer with a problem document."""
+
+    def __init__(self, status: int, detail: str, *, type_: str = "about:blank",
+                 errors: list[dict[str, str]] | None = None, headers: dict[str, str] | None = None,
+                 **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.type = type_
+        self.errors = errors
+        self.headers = headers
+        self.extra = extra
+
+
+def problem_response(status: int, detail: str, *, type_: str = "about:blank",
+                     errors: list[dict[str, str]] | None = None, headers: dict[str, str] | None = None,
+                     **extra: Any) -> JSONResponse:
+    body: dict[str, Any] = {"type": type_, "title": TITLES.get(status, "Error"), "status": status, "detail": detail}
+    if errors is not None:
+        body["errors"] = errors
+    body.update(extra)
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def validation_errors(exc: RequestValidationError) -> tuple[int, str, list[dict[str, str]]]:
+    """Pydantic's errors as ``[{field, message}]``; malformed JSON is a 400, anything else a 422."""
+    errors = []
+    for item in exc.errors():
+        if item.get("type") == "json_invalid":
+            return 400, "the request body is not valid JSON", [{"field": "body", "message": str(item.get("msg"))}]
+        loc = [str(part) for part in item.get("loc", ()) if part != "body"]
+        errors.append({"field": ".".join(loc) or "body", "message": str(item.get("msg"))})
+    return 422, "the request is not valid", errors
+
+
+def install(app: FastAPI) -> None:
+    """Register the exception handlers that turn every error into problem+json."""
+
+    @app.exception_handler(Problem)
+    async def _problem(_: Request, exc: Problem) -> JSONResponse:
+        return problem_response(exc.status, exc.detail, type_=exc.type, errors=exc.errors, headers=exc.headers,
+                                **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        status, detail, errors = validation_errors(exc)
+        return problem_response(status, detail, errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem_response(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return problem_response(404, exc.message)
+
+    @app.exception_handler(IdempotencyMismatch)
+    async def _mismatch(_: Request, exc: IdempotencyMismatch) -> JSONResponse:
+        return problem_response(422, exc.message, type_="/problems/idempotency-key-reused",
+                                errors=[{"field": "idempotency_key", "message": exc.message}])
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return problem_response(409, exc.message)
+
+    @app.exception_handler(InvalidInput)
+    async def _invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
+        return problem_response(422, exc.message, errors=exc.errors)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem_response(500, "internal error; the request may not have been applied")

@@ -1,0 +1,37 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from gateway.deps import ServicesDep
+from gateway.problems import problem_response
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> JSONResponse:
+    """The process is up."""
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(services: ServicesDep) -> JSONResponse:
+    """The database answers and the broker accepts a connection; 503 otherwise."""
+    checks: dict[str, str] = {}
+    try:
+        await run_in_threadpool(services.db.ping)
+        checks["database"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        checks["database"] = f"error: {type(exc).__name__}"
+    try:
+        await run_in_threadpool(services.broker_ping)
+        checks["broker"] = "ok"
+    except Exception as exc:  # noqa: BLE001
+        checks["broker"] = f"error: {type(exc).__name__}"
+    if all(value == "ok" for value in checks.values()):
+        return JSONResponse({"status": "ok", "checks": checks})
+    return problem_response(503, "not ready", checks=checks)

@@ -1,0 +1,128 @@
+"""Tool calls and receipts: submit, read, long-poll, list, timeline, cancel, post a client result."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from gateway.calls import accept
+from gateway.deps import ServicesDep, TenantDep
+from gateway.problems import Problem
+from gateway.schemas import PROBLEMS, EventList, ReceiptBody, ReceiptList, ResultRequest, ToolCallRequest
+from gateway.services import Services
+from receipts import states
+from receipts.records import Receipt, Tenant
+from receipts.store import Outcome, decode_cursor, error
+
+router = APIRouter(prefix="/v1", tags=["receipts"])
+
+RECHECK_S = 2.0  # re-read while waiting, in case a notification was missed
+
+
+async def wait_for_terminal(services: Services, tenant: Tenant, receipt: Receipt, wait_s: float) -> Receipt:
+    """Wait up to ``wait_s`` for ``receipt`` to reach a terminal (or waiting) state."""
+    deadline = time.monotonic() + min(wait_s, services.settings.long_poll_max_s)
+    while not receipt.terminal:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        with services.waiters.watch(receipt.id) as woken:
+            # Read after registering, so a transition in between is never missed.
+            receipt = await run_in_threadpool(services.store.get, tenant.id, receipt.id)
+            if receipt.terminal:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken, min(left, RECHECK_S))
+        receipt = await run_in_threadpool(services.store.get, tenant.id, receipt.id)
+    return receipt
+
+
+def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False) -> JSONResponse:
+    headers = {"Location": f"/v1/receipts/{receipt.id}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(receipt.to_api(), status_code=status_code, headers=headers)
+
+
+@router.post("/tool-calls", status_code=202, response_model=ReceiptBody,
+             responses={200: {"model": ReceiptBody, "description": "terminal within wait_s, or a replay"}, **PROBLEMS})
+async def create_tool_call(body: ToolCallRequest, services: ServicesDep, tenant: TenantDep,
+                           idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
+    """Accept a tool call. 202 with the pending receipt once it is durably stored.
+
+    With ``wait_s``, answers 200 with the terminal receipt if it settles in time. The same
+    Idempotency-Key with the same request returns the first receipt (200, ``Idempotent-Replayed``).
+    """
+    receipt, replayed = await run_in_threadpool(accept, services, tenant, body, idempotency_key)
+    if replayed:
+        return receipt_response(receipt, 200, replayed=True)
+    if body.wait_s:
+        receipt = await wait_for_terminal(services, tenant, receipt, body.wait_s)
+    return receipt_response(receipt, 200 if receipt.terminal else 202)
+
+
+@router.get("/receipts/{receipt_id}", response_model=ReceiptBody, responses=PROBLEMS)
+async def get_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep,
+                      wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
+    """A receipt; with ``wait_s``, long-poll up to that many seconds for a terminal state."""
+    receipt = await run_in_threadpool(services.store.get, tenant.id, receipt_id)
+    if wait_s:
+        receipt = await wait_for_terminal(services, tenant, receipt, wait_s)
+    return JSONResponse(receipt.to_api())
+
+
+@router.get("/receipts", response_model=ReceiptList, responses=PROBLEMS)
+async def list_receipts(services: ServicesDep, tenant: TenantDep, trace_id: str | None = None,
+                        status: str | None = None, tool: str | None = None, parent_id: str | None = None,
+                        limit: Annotated[int, Query(ge=1, le=200)] = 50, cursor: str | None = None) -> JSONResponse:
+    """Receipts newest first, filtered by trace, status, tool or parent; page with ``cursor``."""
+    if status is not None and status not in states.STATUSES:
+        raise Problem(422, "unknown status", errors=[{"field": "status", "message": f"one of {', '.join(states.STATUSES)}"}])
+    if cursor is not None:
+        try:
+            decode_cursor(cursor)
+        except ValueError:
+            raise Problem(422, "invalid cursor", errors=[{"field": "cursor", "message": "not a cursor from next_cursor"}]) from None
+    page = await run_in_threadpool(lambda: services.store.list(
+        tenant.id, trace_id=trace_id, status=status, tool=tool, parent_id=parent_id, limit=limit, cursor=cursor))
+    return JSONResponse({"data": [r.to_api() for r in page.items], "next_cursor": page.next_cursor})
+
+
+@router.get("/receipts/{receipt_id}/events", response_model=EventList, responses=PROBLEMS)
+async def receipt_events(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+    """The receipt's timeline: every transition, with who made it, when and on which attempt."""
+    events = await run_in_threadpool(services.store.events, tenant.id, receipt_id)
+    return JSONResponse({"data": [e.to_api() for e in events], "next_cursor": None})
+
+
+@router.post("/receipts/{receipt_id}/cancel", response_model=ReceiptBody, responses=PROBLEMS)
+async def cancel_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+    """Cancel a call that has not finished. A running attempt's result is then discarded (409 if terminal)."""
+    receipt = await run_in_threadpool(services.store.cancel, tenant.id, receipt_id)
+    return JSONResponse(receipt.to_api())
+
+
+@router.post("/receipts/{receipt_id}/result", response_model=ReceiptBody, responses=PROBLEMS)
+async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+    """Report the result of a client-run (function) tool: ``{"output": ...}`` or ``{"error": {"message"}}``."""
+    fields = body.model_fields_set
+    if ("output" in fields) == ("error" in fields):
+        raise Problem(422, "send exactly one of output or error",
+                      errors=[{"field": "body", "message": "exactly one of output, error"}])
+    if "error" in fields:
+        message = (body.error or {}).get("message")
+        if not isinstance(message, str) or not message:
+            raise Problem(422, "error.message is required", errors=[{"field": "error.message", "message": "required string"}])
+        details = (body.error or {}).get("details")
+        outcome = Outcome(states.FAILED, error=error("tool_error", message,
+                                                     details=details if isinstance(details, dict) else {}))
+    else:
+        outcome = Outcome(states.SUCCESS, output=body.output)
+    receipt = await run_in_threadpool(services.store.complete_waiting, tenant.id, receipt_id, outcome, actor="client")
+    return JSONResponse(receipt.to_api())

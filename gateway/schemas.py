@@ -1,0 +1,97 @@
+"""Request and response bodies of the HTTP API (pydantic, at the edge only)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ToolCallRequest(BaseModel):
+    """``POST /v1/tool-calls``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=64, description="Name of a tool in the catalogue.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments, validated against the tool's schema.")
+    trace_id: str | None = Field(default=None, min_length=1, max_length=200)
+    call_id: str | None = Field(default=None, min_length=1, max_length=200, description="The model's tool_call id.")
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float | None = Field(default=None, gt=0, description="Deadline for the whole call, all attempts.")
+    webhook_url: str | None = Field(default=None, max_length=2048)
+    wait_s: float | None = Field(default=None, ge=0, le=60, description="Wait up to this long for a terminal state.")
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+    retryable: bool
+    retry_after_ms: int | None = None
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReceiptBody(BaseModel):
+    """A receipt, as every endpoint and webhook returns it."""
+
+    id: str
+    status: Literal["pending", "running", "waiting", "success", "failed", "partially_succeeded", "canceled"]
+    trace_id: str
+    tool: str
+    kind: str
+    call_id: str | None
+    input: Any
+    parent_id: str | None
+    output: Any
+    error: ErrorBody | None
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+    started_at: str | None
+    finished_at: str | None
+    deadline_at: str
+
+
+class ReceiptList(BaseModel):
+    data: list[ReceiptBody]
+    next_cursor: str | None
+
+
+class EventBody(BaseModel):
+    id: int
+    at: str
+    from_status: str | None
+    to_status: str
+    attempt: int
+    actor: str
+    detail: dict[str, Any]
+
+
+class EventList(BaseModel):
+    data: list[EventBody]
+    next_cursor: str | None = None
+
+
+class ResultRequest(BaseModel):
+    """``POST /v1/receipts/{id}/result``: exactly one of ``output`` or ``error``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    output: Any = None
+    error: dict[str, Any] | None = None
+
+
+class ProblemBody(BaseModel):
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, str]] | None = None
+
+
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ProblemBody, "content": {"application/problem+json": {}}} for code in (400, 401, 404, 409, 413, 422)
+}

@@ -1,0 +1,82 @@
+"""Everything a request handler needs, built once per app from settings (no module-level state)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from gateway.auth import KeyCache
+from gateway.waiters import Waiters
+from receipts.catalogue import Catalogue
+from receipts.messages import TaskSender
+from receipts.records import ToolSpec
+from receipts.settings import Settings
+from receipts.store import ReceiptStore
+from receipts.tenants import Tenants
+
+
+@dataclass(frozen=True)
+class CheckedTool:
+    """A catalogue entry with its compiled argument validator."""
+
+    spec: ToolSpec
+    validator: Draft202012Validator
+
+    def errors(self, arguments: Any) -> list[dict[str, str]]:
+        """Every schema violation as ``{field, message}``, fields prefixed with ``arguments``."""
+        found = []
+        for err in sorted(self.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path)):
+            path = ".".join(["arguments", *map(str, err.absolute_path)])
+            found.append({"field": path, "message": err.message})
+        return found
+
+
+class ToolCache:
+    """Catalogue lookups with compiled validators, kept for a few seconds."""
+
+    def __init__(self, catalogue: Catalogue, ttl_s: float) -> None:
+        self.catalogue = catalogue
+        self.ttl_s = ttl_s
+        self._cache: dict[tuple[str, str], tuple[CheckedTool, float]] = {}
+
+    def get(self, tenant_id: str, name: str) -> CheckedTool:
+        key = (tenant_id, name)
+        hit = self._cache.get(key)
+        now = time.monotonic()
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        spec = self.catalogue.find(tenant_id, name)
+        checked = CheckedTool(spec, Draft202012Validator(spec.parameters))
+        self._cache[key] = (checked, now + self.ttl_s)
+        return checked
+
+    def forget(self, tenant_id: str, name: str) -> None:
+        self._cache.pop((tenant_id, name), None)
+
+
+class Services:
+    """The gateway's dependencies: store, catalogue, keys, publisher and long-poll waiters."""
+
+    def __init__(self, settings: Settings, store: ReceiptStore, sender: TaskSender) -> None:
+        db = store.db
+        self.settings = settings
+        self.db = db
+        self.sender = sender
+        self.store = store
+        self.catalogue = Catalogue(db)
+        self.tenants = Tenants(db)
+        self.keys = KeyCache(self.tenants, settings.auth_cache_s)
+        self.tools = ToolCache(self.catalogue, settings.catalogue_cache_s)
+        self.waiters = Waiters()
+        self.store.subscribe(lambda receipt: self.waiters.notify(receipt.id))
+
+    def broker_ping(self) -> None:
+        """Open (and close) a broker connection; raises when the broker is unreachable."""
+        connect = getattr(self.sender, "connection_for_write", None)
+        if connect is None:
+            return
+        with connect() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)

@@ -1,0 +1,38 @@
+"""The broker messages that point workers at receipts. The row is the truth; a message is a hint.
+
+Publishing needs only an object with Celery's ``send_task``: the gateway publishes by task name and
+never imports the workers package.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from receipts.records import Receipt
+
+EXECUTE_TASK = "toolrelay.execute"
+SWEEP_TASK = "toolrelay.sweep"
+DELIVER_TASK = "toolrelay.webhooks.deliver"
+WEBHOOKS_QUEUE = "webhooks"
+MAX_COUNTDOWN_S = 60.0  # longer delays live in the database; the sweeper enqueues them when due
+
+
+class TaskSender(Protocol):
+    def send_task(self, name: str, args: Any = ..., **options: Any) -> Any: ...
+
+
+def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None) -> None:
+    """Ask a worker on the receipt's queue to run it.
+
+    The message carries the lease the claim should take (the attempt timeout plus a grace period)
+    and a Celery hard time limit between the two, so a hung attempt is killed before its lease runs
+    out and the sweeper then reclaims it.
+    """
+    lease_s = receipt.timeout_s + grace_s
+    sender.send_task(
+        EXECUTE_TASK,
+        args=[receipt.id, lease_s],
+        queue=receipt.queue,
+        countdown=countdown if countdown else None,
+        time_limit=receipt.timeout_s + grace_s / 2,
+    )

@@ -1,0 +1,86 @@
+"""The tools every worker runs: echo, sleep, calculate, current_time."""
+
+from __future__ import annotations
+
+import ast
+import operator
+import time
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from workers.errors import InvalidArguments
+from workers.registry import tool
+
+
+@tool(parameters={"type": "object", "additionalProperties": True}, timeout_s=5)
+def echo(**arguments: Any) -> dict[str, Any]:
+    """Return the arguments unchanged. Useful to test a pipeline end to end."""
+    return arguments
+
+
+@tool(timeout_s=3600)
+def sleep(seconds: float) -> dict[str, float]:
+    """Sleep for the given number of seconds, then return how long it slept."""
+    if seconds < 0:
+        raise InvalidArguments("seconds must not be negative")
+    time.sleep(seconds)
+    return {"slept": seconds}
+
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
+_UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+MAX_EXPRESSION = 1000
+MAX_EXPONENT = 1000
+
+
+def evaluate(expression: str) -> float | int:
+    """Evaluate + - * / ** and parentheses on numbers. Walks the syntax tree; never calls eval."""
+    if len(expression) > MAX_EXPRESSION:
+        raise InvalidArguments(f"expression longer than {MAX_EXPRESSION} characters")
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as exc:
+        raise InvalidArguments(f"not an arithmetic expression: {exc.msg}") from exc
+    return _eval(tree.body)
+
+
+def _eval(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value  # type: ignore[no-any-return]
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
+            raise InvalidArguments(f"exponent larger than {MAX_EXPONENT}")
+        try:
+            return _BINARY[type(node.op)](left, right)  # type: ignore[no-any-return]
+        except ZeroDivisionError as exc:
+            raise InvalidArguments("division by zero") from exc
+        except OverflowError as exc:
+            raise InvalidArguments("result too large") from exc
+    raise InvalidArguments(f"unsupported element in expression: {type(node).__name__}")
+
+
+@tool
+def calculate(expression: str) -> dict[str, float | int]:
+    """Evaluate an arithmetic expression with + - * / ** and parentheses, e.g. "(2 + 3) * 4"."""
+    return {"result": evaluate(expression)}
+
+
+@tool
+def current_time(timezone: str = "UTC") -> dict[str, str]:
+    """The current date and time in an IANA timezone such as "Europe/Paris" (default UTC)."""
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidArguments(f"unknown timezone {timezone!r}") from exc
+    now = datetime.now(zone)
+    return {"timezone": timezone, "iso": now.isoformat(), "unix": str(now.timestamp())}

@@ -1,0 +1,127 @@
+"""``make_celery(settings)``: the Celery app of a worker, with the execute and sweep tasks.
+
+The settings here are the ones DESIGN.md's guarantees rest on: late acks, reject on worker loss,
+prefetch of one, and a Redis visibility timeout above the longest time limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+from celery import Celery, signals
+
+from receipts.catalogue import Catalogue
+from receipts.db import Database
+from receipts.messages import EXECUTE_TASK, SWEEP_TASK
+from receipts.settings import Settings
+from receipts.store import ReceiptStore
+from receipts.sweeps import Sweeper
+from workers.backoff import Backoff
+from workers.execution import Executor, KindRunner, PythonKind
+from workers.registry import Registry, load_registry
+from workers.sweeper import sweep_once
+
+log = logging.getLogger(__name__)
+
+VISIBILITY_TIMEOUT_S = 6 * 3600  # above any task's time limit (tool timeouts are capped below it)
+KindsFactory = Callable[["WorkerServices"], Mapping[str, KindRunner]]
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """Celery configuration shared by workers and publishers."""
+    transport_options: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
+    if settings.broker_url.startswith("memory"):
+        transport_options = {"polling_interval": 0.005}  # the default (1 s) caps the in-memory broker at ~17/s
+    return {
+        "broker_url": settings.broker_url,
+        "broker_transport_options": transport_options,
+        "broker_connection_retry_on_startup": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "task_ignore_result": True,
+        "task_default_queue": "tools",
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "worker_hijack_root_logger": False,
+        "beat_schedule": {
+            "toolrelay-sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval_s,
+                                "options": {"expires": settings.sweep_interval_s * 2}},
+        },
+    }
+
+
+class WorkerServices:
+    """What the tasks of one worker process use, built lazily so nothing crosses a fork."""
+
+    def __init__(self, settings: Settings, app: Celery, registry: Registry, kinds: KindsFactory | None,
+                 store: ReceiptStore | None = None) -> None:
+        self.settings = settings
+        self.app = app
+        self.registry = registry
+        self._kinds = kinds
+        if store is not None:  # shared with an in-process gateway (embedded mode)
+            self.__dict__["store"] = store
+
+    @cached_property
+    def store(self) -> ReceiptStore:
+        return ReceiptStore(Database.from_settings(self.settings, pool_size=4))
+
+    @property
+    def db(self) -> Database:
+        return self.store.db
+
+    @cached_property
+    def executor(self) -> Executor:
+        kinds: dict[str, KindRunner] = {"python": PythonKind(self.registry)}
+        if self._kinds is not None:
+            kinds.update(self._kinds(self))
+        s = self.settings
+        return Executor(self.store, kinds, self.app, backoff=Backoff(s.retry_initial_s, s.retry_factor, s.retry_max_s),
+                        lease_grace_s=s.lease_grace_s)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(self.store, republish_after_s=self.settings.republish_after_s, batch=self.settings.sweep_batch)
+
+    def publish_catalogue(self) -> None:
+        """Tell the catalogue which tools this worker runs (with the queue that serves each)."""
+        Catalogue(self.db).publish(self.registry.specs())
+        log.info("published %d tools to the catalogue: %s", len(self.registry.specs()),
+                 ", ".join(sorted(spec.name for spec in self.registry.specs())))
+
+    def after_fork(self) -> None:
+        """Drop connections inherited from the parent process; the child opens its own."""
+        if "store" in self.__dict__:
+            self.db.engine.dispose(close=False)
+
+
+def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: KindsFactory | None = None,
+                store: ReceiptStore | None = None) -> Celery:
+    """A Celery app that executes receipts and runs the sweeper."""
+    app = Celery("toolrelay", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, store)
+    app.toolrelay = services  # type: ignore[attr-defined]
+
+    @app.task(name=EXECUTE_TASK, ignore_result=True)
+    def execute(receipt_id: str, lease_s: float | None = None) -> None:
+        services.executor.execute(receipt_id, lease_s)
+
+    @app.task(name=SWEEP_TASK, ignore_result=True)
+    def sweep() -> None:
+        sweep_once(services.sweeper, app, grace_s=settings.lease_grace_s)
+
+    def on_worker_init(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is app:
+            services.publish_catalogue()
+
+    def on_process_init(**_: Any) -> None:
+        services.after_fork()
+
+    signals.worker_init.connect(on_worker_init, weak=False)
+    signals.worker_process_init.connect(on_process_init, weak=False)
+    return app

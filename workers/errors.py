@@ -1,0 +1,62 @@
+"""Errors a tool raises to say how it failed. The executor maps them to the receipt's ``error``.
+
+::
+
+    ToolFailure                  base: the tool ran and failed
+    ├── ToolError                permanent: retrying cannot help (error.code "tool_error")
+    │   └── InvalidArguments     the arguments were wrong (error.code "invalid_arguments")
+    ├── RetryableError           transient: retried if the tool is read or idempotent
+    │   └── UpstreamError        a remote service failed (error.code "upstream_error")
+    └── ToolTimeout              the attempt ran out of time (error.code "timeout")
+
+Any other exception a tool raises counts as a transient ``tool_error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ToolFailure(Exception):
+    """The tool failed."""
+
+    code = "tool_error"
+    retryable = False
+
+    def __init__(self, message: str | None = None, *, retry_after_ms: int | None = None,
+                 details: dict[str, Any] | None = None, retryable: bool | None = None) -> None:
+        self.message = message or (self.__doc__ or "").strip()
+        self.retry_after_ms = retry_after_ms
+        self.details = details or {}
+        if retryable is not None:
+            self.retryable = retryable
+        super().__init__(self.message)
+
+
+class ToolError(ToolFailure):
+    """The tool failed permanently."""
+
+
+class InvalidArguments(ToolError):
+    """The arguments are not valid for this tool."""
+
+    code = "invalid_arguments"
+
+
+class RetryableError(ToolFailure):
+    """The tool failed for a reason that may pass."""
+
+    retryable = True
+
+
+class UpstreamError(RetryableError):
+    """A remote service the tool depends on failed."""
+
+    code = "upstream_error"
+
+
+class ToolTimeout(ToolFailure):
+    """The attempt ran out of time."""
+
+    code = "timeout"
+    retryable = True

@@ -1,0 +1,133 @@
+"""Executing one receipt: claim it, run its tool, record the outcome — every write fenced.
+
+The flow of one attempt (DESIGN.md, guarantees 2, 3 and 5)::
+
+    claim (pending -> running, attempt += 1, lease)      zero rows: duplicate message, drop it
+      run the tool, at most min(timeout_s, time left before the deadline)
+    success                -> finish(success)            WHERE attempt = this attempt
+    retryable, retry-safe  -> retry_later(pending, due)  WHERE attempt = this attempt
+    anything else          -> finish(failed)             WHERE attempt = this attempt
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from receipts import states
+from receipts.db import utcnow
+from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute
+from receipts.records import Receipt
+from receipts.store import Outcome, ReceiptStore, error
+from workers.backoff import Backoff
+from workers.context import ToolContext
+from workers.errors import ToolFailure
+from workers.registry import Registry
+from workers.runner import Invocation, Runner
+
+log = logging.getLogger(__name__)
+
+
+class KindRunner(Protocol):
+    """Prepares the invocation of a tool of one kind (python, api_call, integration, system)."""
+
+    def prepare(self, receipt: Receipt, context: ToolContext) -> Invocation: ...
+
+
+class PythonKind:
+    """``@tool`` functions registered in this worker process."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def prepare(self, receipt: Receipt, context: ToolContext) -> Invocation:
+        item = self.registry.get(receipt.tool)
+        if item is None:
+            raise ToolFailure(f"no tool {receipt.tool!r} is registered in this worker (check TOOLRELAY_TOOL_MODULES "
+                              f"and the queues it consumes)", retryable=False)
+        arguments = receipt.input if isinstance(receipt.input, dict) else {}
+        return Invocation(item.fn, item.arguments.bind(arguments, context), item.is_async)
+
+
+def failure_error(exc: BaseException) -> dict[str, Any]:
+    """The receipt ``error`` for an exception a tool raised."""
+    if isinstance(exc, ToolFailure):
+        return error(exc.code, exc.message, retryable=exc.retryable, retry_after_ms=exc.retry_after_ms,
+                     details=exc.details)
+    # An unexpected exception: report it, and let retry-safe tools try again.
+    return error("tool_error", f"{type(exc).__name__}: {exc}", retryable=True)
+
+
+class Executor:
+    """Runs receipts. One per worker process; every dependency is passed in."""
+
+    def __init__(self, store: ReceiptStore, kinds: Mapping[str, KindRunner], sender: TaskSender, *,
+                 backoff: Backoff, lease_grace_s: float, runner: Runner | None = None) -> None:
+        self.store = store
+        self.kinds = kinds
+        self.sender = sender
+        self.backoff = backoff
+        self.lease_grace_s = lease_grace_s
+        self.runner = runner or Runner()
+        self.actor = f"worker:{socket.gethostname()}:{os.getpid()}"
+
+    def execute(self, receipt_id: str, lease_s: float | None = None) -> Receipt | None:
+        """Run one attempt of ``receipt_id``; returns the receipt as recorded, None if not claimed."""
+        if lease_s is None:
+            current = self.store.load(receipt_id)
+            if current is None:
+                log.warning("execute: no receipt %s; message dropped", receipt_id)
+                return None
+            lease_s = current.timeout_s + self.lease_grace_s
+        receipt = self.store.claim(receipt_id, lease_s=lease_s, actor=self.actor)
+        if receipt is None:
+            log.debug("execute: %s not claimable (duplicate or early message); dropped", receipt_id)
+            return None
+        started = utcnow()
+        remaining = (receipt.deadline_at - started).total_seconds()
+        timeout = min(receipt.timeout_s, remaining)
+        context = ToolContext(receipt_id=receipt.id, tenant_id=receipt.tenant_id, trace_id=receipt.trace_id,
+                              attempt=receipt.attempt, deadline_at=receipt.deadline_at, timeout_s=timeout)
+        try:
+            kind = self.kinds.get(receipt.kind)
+            if kind is None:
+                raise ToolFailure(f"this worker cannot run tools of kind {receipt.kind!r}")
+            output = self.runner.run(kind.prepare(receipt, context), timeout)
+        except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
+            return self._failed(receipt, exc)
+        recorded = self.store.finish(receipt.id, receipt.attempt, Outcome(states.SUCCESS, output=output),
+                                     actor=self.actor)
+        self._log_fenced(receipt, recorded)
+        log.info("receipt %s %s succeeded (attempt %d, %.0f ms)", receipt.id, receipt.tool, receipt.attempt,
+                 (utcnow() - started).total_seconds() * 1000)
+        return recorded
+
+    def _failed(self, receipt: Receipt, exc: BaseException) -> Receipt | None:
+        err = failure_error(exc)
+        delay = self.backoff.delay(receipt.attempt, err["retry_after_ms"])
+        time_left = (receipt.deadline_at - utcnow()).total_seconds()
+        if err["retryable"] and receipt.retry_safe and receipt.attempt < receipt.max_attempts and delay < time_left:
+            publish_now = delay <= MAX_COUNTDOWN_S
+            recorded = self.store.retry_later(receipt.id, receipt.attempt, err, delay_s=delay,
+                                              published=publish_now, actor=self.actor)
+            if recorded is not None and publish_now:
+                publish_execute(self.sender, recorded, grace_s=self.lease_grace_s, countdown=delay)
+            log.info("receipt %s %s attempt %d failed (%s: %s); retry in %.1f s", receipt.id, receipt.tool,
+                     receipt.attempt, err["code"], err["message"], delay)
+        else:
+            if err["retryable"] and not receipt.retry_safe:
+                err = {**err, "details": {**err["details"], "not_retried": "the tool is a non-idempotent write"}}
+            recorded = self.store.finish(receipt.id, receipt.attempt, Outcome(states.FAILED, error=err),
+                                         actor=self.actor)
+            log.info("receipt %s %s failed on attempt %d: %s: %s", receipt.id, receipt.tool, receipt.attempt,
+                     err["code"], err["message"])
+        self._log_fenced(receipt, recorded)
+        return recorded
+
+    def _log_fenced(self, receipt: Receipt, recorded: Receipt | None) -> None:
+        if recorded is None:
+            log.warning("receipt %s attempt %d: result discarded, the receipt moved on (canceled or reclaimed)",
+                        receipt.id, receipt.attempt)

@@ -1,0 +1,21 @@
+"""The sweeper task body: settle what the database says is overdue, and re-send lost messages."""
+
+from __future__ import annotations
+
+import logging
+
+from receipts.messages import TaskSender, publish_execute
+from receipts.sweeps import Sweeper, SweepReport
+
+log = logging.getLogger(__name__)
+
+
+def sweep_once(sweeper: Sweeper, sender: TaskSender, *, grace_s: float, after_restart: bool = False) -> SweepReport:
+    """One sweep: expire, reclaim, and publish pending receipts whose message went missing."""
+    report = sweeper.sweep(after_restart=after_restart)
+    for receipt in report.republished:
+        publish_execute(sender, receipt, grace_s=grace_s)
+    if report.total:
+        log.info("sweep: republished %d, reclaimed %d, lost %d (outcome unknown or out of attempts), expired %d",
+                 len(report.republished), report.reclaimed, report.lost, report.expired)
+    return report
