@@ -16,7 +16,7 @@ from gateway.routes import health, receipts, tools
 from gateway.services import Services
 from gateway.waiters import PostgresListener
 from receipts.db import Database
-from receipts.messages import TaskSender
+from receipts.messages import TaskSender, transport_options
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 
@@ -26,9 +26,7 @@ log = logging.getLogger(__name__)
 def make_sender(settings: Settings) -> Celery:
     """A Celery app used only to publish tasks by name (the gateway never imports workers)."""
     app = Celery("toolrelay-gateway", broker=settings.broker_url, set_as_current=False)
-    options = {"polling_interval": 0.005} if settings.broker_url.startswith("memory") else {}
-    app.conf.update(broker_transport_options=options, task_serializer="json", broker_connection_retry=False,
-                    broker_connection_max_retries=1)
+    app.conf.update(broker_transport_options=transport_options(settings), task_serializer="json")
     return app
 
 

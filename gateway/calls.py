@@ -20,12 +20,11 @@ log = logging.getLogger(__name__)
 def resolve_key(body: ToolCallRequest, header_key: str | None) -> str | None:
     """The idempotency key from the header or the body; both given must agree."""
     if header_key is not None and body.idempotency_key is not None and header_key != body.idempotency_key:
-        raise Problem(422, "Idempotency-Key header and idempotency_key field differ",
-                      errors=[{"field": "idempotency_key", "message": "differs from the Idempotency-Key header"}])
+        raise Problem.invalid("idempotency_key", "differs from the Idempotency-Key header",
+                              "Idempotency-Key header and idempotency_key field differ")
     key = header_key if header_key is not None else body.idempotency_key
     if key is not None and not 1 <= len(key) <= 255:
-        raise Problem(422, "invalid Idempotency-Key",
-                      errors=[{"field": "idempotency_key", "message": "must be 1 to 255 characters"}])
+        raise Problem.invalid("idempotency_key", "must be 1 to 255 characters")
     return key
 
 
@@ -41,8 +40,8 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     try:
         checked = services.tools.get(tenant.id, body.tool)
     except NotFound:
-        raise Problem(422, f"unknown tool {body.tool!r}",
-                      errors=[{"field": "tool", "message": f"no tool named {body.tool!r}; see GET /v1/tools"}]) from None
+        raise Problem.invalid("tool", f"no tool named {body.tool!r}; see GET /v1/tools",
+                              f"unknown tool {body.tool!r}") from None
     errors = checked.errors(body.arguments)
     if errors:
         raise Problem(422, f"arguments do not match the schema of {body.tool!r}", errors=errors)
@@ -52,8 +51,7 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     deadline = body.timeout_s or (settings.function_deadline_s if waiting else settings.call_deadline_s)
     limit = settings.function_deadline_max_s
     if deadline > limit:
-        raise Problem(422, "timeout_s too large",
-                      errors=[{"field": "timeout_s", "message": f"must be at most {limit:g} seconds"}])
+        raise Problem.invalid("timeout_s", f"must be at most {limit:g} seconds")
     request: dict[str, Any] = body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True)
     call = NewCall(
         tenant_id=tenant.id,

@@ -47,6 +47,11 @@ class Problem(Exception):
         self.headers = headers
         self.extra = extra
 
+    @classmethod
+    def invalid(cls, field: str, message: str, detail: str | None = None) -> Problem:
+        """A 422 naming the one field at fault."""
+        return cls(422, detail or f"invalid {field}", errors=[{"field": field, "message": message}])
+
 
 def problem_response(status: int, detail: str, *, type_: str = "about:blank",
                      errors: list[dict[str, str]] | None = None, headers: dict[str, str] | None = None,

@@ -13,7 +13,7 @@ class ToolCallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tool: str = Field(min_length=1, max_length=64, description="Name of a tool in the catalogue.")
-    arguments: dict[str, Any] = Field(default_factory=dict, description="Arguments, validated against the tool's schema.")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Validated against the tool's schema.")
     trace_id: str | None = Field(default=None, min_length=1, max_length=200)
     call_id: str | None = Field(default=None, min_length=1, max_length=200, description="The model's tool_call id.")
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)

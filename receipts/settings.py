@@ -27,6 +27,8 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///toolrelay.db"
     broker_url: str = "memory://localhost/"
+    # Prefix for every Redis key the broker uses, so installations (or test runs) can share a Redis.
+    broker_key_prefix: str = ""
     tool_modules: CommaList = Field(default_factory=list)
     secret_key: str = ""
 

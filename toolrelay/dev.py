@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -58,20 +59,24 @@ def dev_settings(data_dir: Path, base: Settings) -> Settings:
         overrides["database_url"] = f"sqlite:///{data_dir / 'toolrelay.db'}"
     if "broker_url" not in base.model_fields_set:
         overrides["broker_url"] = "memory://localhost/"
+    if not base.secret_key:
+        overrides["secret_key"] = _remembered(data_dir / "secret-key", lambda: secrets.token_urlsafe(32))
     return base.model_copy(update=overrides)
+
+
+def _remembered(path: Path, make: Callable[[], str]) -> str:
+    """The value stored at ``path``, or a new one stored there (readable by this user only)."""
+    if path.exists():
+        return path.read_text().strip()
+    value = make()
+    path.write_text(value + "\n")
+    path.chmod(0o600)
+    return value
 
 
 def resolve_key(data_dir: Path, given: str | None) -> str:
     """The dev API key: given, or remembered in the data directory, or new (then remembered)."""
-    if given:
-        return given
-    path = data_dir / "api-key"
-    if path.exists():
-        return path.read_text().strip()
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
-    path.write_text(key + "\n")
-    path.chmod(0o600)
-    return key
+    return given or _remembered(data_dir / "api-key", lambda: KEY_PREFIX + secrets.token_urlsafe(32))
 
 
 def _lock(data_dir: Path) -> IO[str]:

@@ -15,7 +15,7 @@ from celery import Celery, signals
 
 from receipts.catalogue import Catalogue
 from receipts.db import Database
-from receipts.messages import EXECUTE_TASK, SWEEP_TASK
+from receipts.messages import EXECUTE_TASK, SWEEP_TASK, transport_options
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from receipts.sweeps import Sweeper
@@ -26,18 +26,14 @@ from workers.sweeper import sweep_once
 
 log = logging.getLogger(__name__)
 
-VISIBILITY_TIMEOUT_S = 6 * 3600  # above any task's time limit (tool timeouts are capped below it)
 KindsFactory = Callable[["WorkerServices"], Mapping[str, KindRunner]]
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery configuration shared by workers and publishers."""
-    transport_options: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}
-    if settings.broker_url.startswith("memory"):
-        transport_options = {"polling_interval": 0.005}  # the default (1 s) caps the in-memory broker at ~17/s
     return {
         "broker_url": settings.broker_url,
-        "broker_transport_options": transport_options,
+        "broker_transport_options": transport_options(settings),
         "broker_connection_retry_on_startup": True,
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,

@@ -83,12 +83,12 @@ async def list_receipts(services: ServicesDep, tenant: TenantDep, trace_id: str 
                         limit: Annotated[int, Query(ge=1, le=200)] = 50, cursor: str | None = None) -> JSONResponse:
     """Receipts newest first, filtered by trace, status, tool or parent; page with ``cursor``."""
     if status is not None and status not in states.STATUSES:
-        raise Problem(422, "unknown status", errors=[{"field": "status", "message": f"one of {', '.join(states.STATUSES)}"}])
+        raise Problem.invalid("status", f"one of {', '.join(states.STATUSES)}")
     if cursor is not None:
         try:
             decode_cursor(cursor)
         except ValueError:
-            raise Problem(422, "invalid cursor", errors=[{"field": "cursor", "message": "not a cursor from next_cursor"}]) from None
+            raise Problem.invalid("cursor", "not a cursor from next_cursor") from None
     page = await run_in_threadpool(lambda: services.store.list(
         tenant.id, trace_id=trace_id, status=status, tool=tool, parent_id=parent_id, limit=limit, cursor=cursor))
     return JSONResponse({"data": [r.to_api() for r in page.items], "next_cursor": page.next_cursor})
@@ -113,12 +113,11 @@ async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDe
     """Report the result of a client-run (function) tool: ``{"output": ...}`` or ``{"error": {"message"}}``."""
     fields = body.model_fields_set
     if ("output" in fields) == ("error" in fields):
-        raise Problem(422, "send exactly one of output or error",
-                      errors=[{"field": "body", "message": "exactly one of output, error"}])
+        raise Problem.invalid("body", "send exactly one of output or error")
     if "error" in fields:
         message = (body.error or {}).get("message")
         if not isinstance(message, str) or not message:
-            raise Problem(422, "error.message is required", errors=[{"field": "error.message", "message": "required string"}])
+            raise Problem.invalid("error.message", "a non-empty string is required")
         details = (body.error or {}).get("details")
         outcome = Outcome(states.FAILED, error=error("tool_error", message,
                                                      details=details if isinstance(details, dict) else {}))

@@ -1,0 +1,3 @@
+from toolrelay.cli import main
+
+main()

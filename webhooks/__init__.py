@@ -1,0 +1,1 @@
+"""Webhooks: Standard Webhooks signing, the delivery dispatcher, retry policy and endpoint health."""
