@@ -40,10 +40,12 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     try:
         checked = services.tools.get(tenant.id, body.tool)
     except NotFound:
+        services.metrics.rejected.labels("unknown_tool").inc()
         raise Problem.invalid("tool", f"no tool named {body.tool!r}; see GET /v1/tools",
                               f"unknown tool {body.tool!r}") from None
     errors = checked.errors(body.arguments)
     if errors:
+        services.metrics.rejected.labels("invalid_arguments").inc()
         raise Problem(422, f"arguments do not match the schema of {body.tool!r}", errors=errors)
     spec = checked.spec
     settings = services.settings
@@ -67,6 +69,7 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
         webhook_url=body.webhook_url,
     )
     receipt, replayed = services.store.create(call, status=states.WAITING if waiting else states.PENDING)
+    (services.metrics.replayed if replayed else services.metrics.accepted).labels(spec.name).inc()
     if not replayed and not waiting:
         try:
             publish_execute(services.sender, receipt, grace_s=settings.lease_grace_s)

@@ -9,6 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gateway.auth import KeyCache
+from gateway.metrics import GatewayMetrics
 from gateway.waiters import Waiters
 from receipts.catalogue import Catalogue
 from receipts.messages import TaskSender
@@ -71,6 +72,7 @@ class Services:
         self.keys = KeyCache(self.tenants, settings.auth_cache_s)
         self.tools = ToolCache(self.catalogue, settings.catalogue_cache_s)
         self.waiters = Waiters()
+        self.metrics = GatewayMetrics(db)
         self.store.subscribe(lambda receipt: self.waiters.notify(receipt.id))
 
     def broker_ping(self) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from gateway.deps import ServicesDep
 from gateway.problems import problem_response
@@ -16,6 +17,13 @@ router = APIRouter(tags=["health"])
 async def healthz() -> JSONResponse:
     """The process is up."""
     return JSONResponse({"status": "ok"})
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics(services: ServicesDep) -> Response:
+    """Prometheus metrics: counters of this process and backlog gauges from the database."""
+    body = await run_in_threadpool(generate_latest, services.metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/readyz")

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,8 @@ class Process:
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.popen.poll() is None:
-            try:
+            with suppress(ProcessLookupError):
                 os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                pass
         try:
             self.popen.wait(timeout=15)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,44 @@
+"""Prometheus metrics: this process's counters, plus backlog gauges read from the database at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from receipts.db import Database
+from receipts.stats import backlog
+
+
+class BacklogCollector(Collector):
+    """Receipts waiting by status, the age of the oldest due pending receipt, webhook messages due."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        figures = backlog(self.db)
+        active = GaugeMetricFamily("toolrelay_receipts_active", "Non-terminal receipts by status", labels=["status"])
+        for status, count in figures.active.items():
+            active.add_metric([status], count)
+        yield active
+        yield GaugeMetricFamily("toolrelay_oldest_pending_seconds", "Age of the oldest due pending receipt",
+                                value=figures.oldest_pending_s)
+        yield GaugeMetricFamily("toolrelay_webhook_messages_due", "Webhook messages due for delivery",
+                                value=figures.webhook_messages_due)
+
+
+class GatewayMetrics:
+    """The metrics one gateway process exposes on ``/metrics``."""
+
+    def __init__(self, db: Database) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.accepted = Counter("toolrelay_tool_calls_accepted", "Tool calls accepted (receipt stored)", ["tool"],
+                                registry=self.registry)
+        self.replayed = Counter("toolrelay_tool_calls_replayed", "Idempotent replays answered", ["tool"],
+                                registry=self.registry)
+        self.rejected = Counter("toolrelay_tool_calls_rejected", "Tool calls refused before anything was stored",
+                                ["reason"], registry=self.registry)
+        self.registry.register(BacklogCollector(db))
