@@ -21,11 +21,18 @@ class KeyCache:
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[Tenant | None, float]] = {}
 
-    def lookup(self, key: str) -> Tenant | None:
+    def cached(self, key: str) -> tuple[bool, Tenant | None]:
+        """``(True, tenant)`` when the answer is known without the database."""
         hit = self._cache.get(key)
+        if hit is not None and hit[1] > time.monotonic():
+            return True, hit[0]
+        return False, None
+
+    def lookup(self, key: str) -> Tenant | None:
+        known, tenant = self.cached(key)
+        if known:
+            return tenant
         now = time.monotonic()
-        if hit is not None and hit[1] > now:
-            return hit[0]
         tenant = self.tenants.for_key(key)
         if len(self._cache) > 10_000:
             self._cache.clear()

@@ -20,7 +20,9 @@ def get_services(request: Request) -> Services:
 async def get_tenant(request: Request) -> Tenant:
     key = bearer_key(request)
     services = get_services(request)
-    tenant = await run_in_threadpool(services.keys.lookup, key)
+    known, tenant = services.keys.cached(key)
+    if not known:
+        tenant = await run_in_threadpool(services.keys.lookup, key)
     if tenant is None:
         raise Problem(401, "invalid API key", headers=UNAUTHORIZED)
     return tenant
