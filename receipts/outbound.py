@@ -68,7 +68,7 @@ class OutboundGuard:
         except (socket.gaierror, UnicodeError) as exc:
             raise OutboundRefused(f"cannot resolve host {host!r}",
                                   errors=[{"field": field, "message": f"host does not resolve: {exc}"}]) from None
-        addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
         refused = sorted({str(a) for a in addresses if not self.address_allowed(a)})
         if refused:
             raise OutboundRefused(

@@ -52,7 +52,7 @@ class Receipt:
     lease_expires_at: datetime | None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Receipt:
+    def from_row(cls, row: Mapping[Any, Any]) -> Receipt:
         return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
 
     @property
@@ -103,7 +103,7 @@ class Event:
     detail: dict[str, Any]
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Event:
+    def from_row(cls, row: Mapping[Any, Any]) -> Event:
         return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
 
     def to_api(self) -> dict[str, Any]:
@@ -135,7 +135,7 @@ class ToolSpec:
     tenant_id: str = "*"
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ToolSpec:
+    def from_row(cls, row: Mapping[Any, Any]) -> ToolSpec:
         return cls(**{name: row[name] for name in cls.__dataclass_fields__})
 
     def to_api(self) -> dict[str, Any]:

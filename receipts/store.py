@@ -13,6 +13,7 @@ Two rules keep concurrent workers honest (DESIGN.md, guarantee 2):
 from __future__ import annotations
 
 import base64
+import builtins
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -351,7 +352,7 @@ class ReceiptStore:
         next_cursor = encode_cursor(items[-1].id) if len(rows) > limit else None
         return Page(items=items, next_cursor=next_cursor)
 
-    def events(self, tenant_id: str, receipt_id: str) -> list[Event]:
+    def events(self, tenant_id: str, receipt_id: str) -> builtins.list[Event]:
         """The timeline of a tenant's receipt, oldest first."""
         self.get(tenant_id, receipt_id)
         with self.db.engine.connect() as conn:

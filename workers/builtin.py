@@ -53,9 +53,10 @@ def evaluate(expression: str) -> float | int:
 
 def _eval(node: ast.AST) -> float | int:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value  # type: ignore[no-any-return]
+        value: float | int = node.value  # type: ignore[assignment]
+        return value
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return]
+        return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return,operator]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _eval(node.left), _eval(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:

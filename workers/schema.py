@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -50,7 +50,7 @@ def build_arguments(fn: Callable[..., Any], parameters: dict[str, Any] | None = 
         return ArgumentModel(schema=parameters, model=None, context_param=context_param)
 
     fields: dict[str, Any] = {}
-    extra = "forbid"
+    extra: Literal["allow", "forbid"] = "forbid"
     for param_name, param in signature.parameters.items():
         if param_name == context_param:
             continue

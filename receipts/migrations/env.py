@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import engine_from_config, pool
+from sqlalchemy import Connection, engine_from_config, pool
 
 from receipts.tables import metadata
 
@@ -22,7 +22,7 @@ def run() -> None:
         _run_on(conn)
 
 
-def _run_on(connection: object) -> None:
+def _run_on(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
