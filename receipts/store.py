@@ -248,13 +248,14 @@ class ReceiptStore:
         )
 
     def retry_later(self, receipt_id: str, attempt: int, err: dict[str, Any], *, delay_s: float,
-                    published: bool, actor: str) -> Receipt | None:
+                    published: bool, actor: str, now: datetime | None = None) -> Receipt | None:
         """running -> pending with the retry due in ``delay_s``, fenced by ``attempt``.
 
         ``published`` says whether the caller will send the message itself (with a countdown); if
         not, ``published_at`` stays empty and the sweeper enqueues the retry when it is due.
+        ``now`` lets the sweeper schedule on the clock of its pass, so the same pass re-sends it.
         """
-        now = utcnow()
+        now = now or utcnow()
         due = now + timedelta(seconds=delay_s)
         return self._move(
             receipt_id,

@@ -93,8 +93,9 @@ class Sweeper:
                 receipt.retry_safe and receipt.attempt < receipt.max_attempts and receipt.deadline_at > now
             )
             if can_retry:
+                # Due as of this pass's clock, so _due_for_publish re-sends it in the same pass.
                 if self.store.retry_later(receipt.id, receipt.attempt, lost_error, delay_s=0,
-                                          published=False, actor=ACTOR):
+                                          published=False, actor=ACTOR, now=now):
                     reclaimed += 1
             elif self.store.finish(receipt.id, receipt.attempt,
                                    Outcome(states.FAILED, error={**lost_error, "retryable": False}), actor=ACTOR):
