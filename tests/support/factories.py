@@ -1,0 +1,47 @@
+"""Small builders for unit tests: catalogue entries, calls, and a sender that records what it publishes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from receipts.records import ToolSpec
+from receipts.store import NewCall
+
+TENANT = "ten_acme"
+OTHER_TENANT = "ten_other"
+
+
+def spec(name: str = "echo", *, effect: str = "read", idempotent: bool = True, timeout_s: float = 30.0,
+         max_attempts: int = 3, parameters: dict[str, Any] | None = None, kind: str = "python") -> ToolSpec:
+    """A catalogue entry with the contract a test needs."""
+    return ToolSpec(name=name, kind=kind, description=f"{name} for tests",
+                    parameters=parameters or {"type": "object"}, effect=effect, idempotent=idempotent,
+                    timeout_s=timeout_s, max_attempts=max_attempts)
+
+
+def call(tool: ToolSpec | None = None, *, tenant_id: str = TENANT, arguments: Any = None, deadline_s: float = 3600,
+         **options: Any) -> NewCall:
+    """A call to ``tool`` (echo by default) as the gateway would hand it to the store."""
+    return NewCall(tenant_id=tenant_id, tool=tool or spec(), arguments={"x": 1} if arguments is None else arguments,
+                   deadline_s=deadline_s, **options)
+
+
+@dataclass
+class Sent:
+    name: str
+    args: list[Any]
+    options: dict[str, Any]
+
+
+@dataclass
+class RecordingSender:
+    """Stands in for Celery's ``send_task``: remembers every message instead of sending it."""
+
+    sent: list[Sent] = field(default_factory=list)
+
+    def send_task(self, name: str, args: Any = None, **options: Any) -> None:
+        self.sent.append(Sent(name, list(args or []), options))
+
+    def for_receipt(self, receipt_id: str) -> list[Sent]:
+        return [message for message in self.sent if message.args and message.args[0] == receipt_id]
