@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import time
 from datetime import datetime
@@ -38,6 +39,10 @@ _BINARY = {
 _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 MAX_EXPRESSION = 1000
 MAX_EXPONENT = 1000
+# Results (and intermediate values) stay below 10**MAX_DIGITS: a bigger integer takes unbounded
+# CPU to compute (under the GIL, where no timeout reaches) and cannot be written as JSON anyway.
+MAX_DIGITS = 1000
+_LIMIT = 10**MAX_DIGITS
 
 
 def evaluate(expression: str) -> float | int:
@@ -51,18 +56,30 @@ def evaluate(expression: str) -> float | int:
     return _eval(tree.body)
 
 
+def _checked(value: object) -> float | int:
+    """``value`` if the receipt can store it: a finite real number below ``10**MAX_DIGITS``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArguments("the result is not a real number")
+    if (isinstance(value, float) and not math.isfinite(value)) or (isinstance(value, int) and abs(value) >= _LIMIT):
+        raise InvalidArguments("result too large")
+    return value
+
+
 def _eval(node: ast.AST) -> float | int:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        value: float | int = node.value  # type: ignore[assignment]
-        return value
+        return _checked(node.value)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval(node.operand))  # type: ignore[no-any-return,operator]
+        return _checked(_UNARY[type(node.op)](_eval(node.operand)))  # type: ignore[operator]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise InvalidArguments(f"exponent larger than {MAX_EXPONENT}")
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > MAX_EXPONENT:
+                raise InvalidArguments(f"exponent larger than {MAX_EXPONENT}")
+            # Refuse before computing: the digits of left ** right are about right * log10(left).
+            if right > 0 and abs(left) > 1 and right * math.log10(abs(left)) > MAX_DIGITS:
+                raise InvalidArguments("result too large")
         try:
-            return _BINARY[type(node.op)](left, right)  # type: ignore[no-any-return]
+            return _checked(_BINARY[type(node.op)](left, right))
         except ZeroDivisionError as exc:
             raise InvalidArguments("division by zero") from exc
         except OverflowError as exc:
