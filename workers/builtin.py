@@ -50,7 +50,7 @@ def evaluate(expression: str) -> float | int:
     if len(expression) > MAX_EXPRESSION:
         raise InvalidArguments(f"expression longer than {MAX_EXPRESSION} characters")
     try:
-        tree = ast.parse(expression, mode="eval")
+        tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
         raise InvalidArguments(f"not an arithmetic expression: {exc.msg}") from exc
     return _eval(tree.body)
