@@ -1,0 +1,342 @@
+"""The Executor on the real SQLite store: claim, run, finish or retry — every write fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from receipts.db import Database, utcnow
+from receipts.records import Receipt
+from receipts.store import NewCall, ReceiptStore
+from receipts.tables import receipts
+from tests.support.factories import TENANT, RecordingSender
+from workers.backoff import Backoff
+from workers.context import ToolContext
+from workers.errors import RetryableError, ToolError, UpstreamError
+from workers.execution import Executor, PythonKind
+from workers.registry import MARK, Registry, tool
+
+RELEASE = threading.Event()  # lets blocked sync tools end when a test is over
+STARTED = threading.Event()
+CALLS: list[str] = []
+
+
+@tool
+def greet(name: str, ctx: ToolContext) -> dict[str, Any]:
+    """Greets."""
+    CALLS.append("greet")
+    return {"hello": name, "receipt": ctx.receipt_id, "attempt": ctx.attempt, "timeout_s": ctx.timeout_s}
+
+
+@tool
+async def add(a: int, b: int) -> dict[str, int]:
+    """Adds, asynchronously."""
+    await asyncio.sleep(0)
+    return {"sum": a + b}
+
+
+@tool
+def refuse(reason: str) -> None:
+    """Fails permanently."""
+    CALLS.append("refuse")
+    raise ToolError(reason, details={"why": reason})
+
+
+@tool
+def unstable(retry_after_ms: int | None = None) -> None:
+    """A read whose upstream fails."""
+    CALLS.append("unstable")
+    raise UpstreamError("503 from upstream", retry_after_ms=retry_after_ms)
+
+
+@tool(effect="write", idempotent=False)
+def charge(amount: int) -> None:
+    """A non-idempotent write whose upstream fails."""
+    CALLS.append("charge")
+    raise RetryableError("connection reset")
+
+
+@tool(effect="write", idempotent=False)
+def explode() -> None:
+    """Raises something unexpected."""
+    raise KeyError("surprise")
+
+
+@tool(timeout_s=1, max_attempts=1)
+def block(seconds: float) -> dict[str, str]:
+    """A sync tool that overruns its timeout."""
+    STARTED.set()
+    RELEASE.wait(seconds)
+    return {"done": "late"}
+
+
+@tool(timeout_s=1, max_attempts=1)
+async def async_block(seconds: float) -> dict[str, str]:
+    """An async tool that overruns its timeout."""
+    await asyncio.sleep(seconds)
+    return {"done": "late"}
+
+
+@tool(effect="write", idempotent=False, timeout_s=30)
+def wait_for_release() -> dict[str, str]:
+    """Runs until the test releases it."""
+    STARTED.set()
+    RELEASE.wait(30)
+    return {"done": "released"}
+
+
+TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release]
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Iterator[None]:
+    RELEASE.clear()
+    STARTED.clear()
+    CALLS.clear()
+    yield
+    RELEASE.set()  # abandoned sync threads finish, so the test process can exit
+
+
+@pytest.fixture
+def store(sqlite_db: Database) -> ReceiptStore:
+    return ReceiptStore(sqlite_db)
+
+
+@pytest.fixture
+def sender() -> RecordingSender:
+    return RecordingSender()
+
+
+@pytest.fixture
+def executor(store: ReceiptStore, sender: RecordingSender) -> Executor:
+    registry = Registry(getattr(fn, MARK) for fn in TOOLS)
+    return Executor(store, {"python": PythonKind(registry)}, sender, backoff=Backoff(initial=0.2, jitter=0),
+                    lease_grace_s=1.0)
+
+
+def submit(store: ReceiptStore, fn: Any, arguments: dict[str, Any] | None = None, deadline_s: float = 3600,
+           **contract: Any) -> Receipt:
+    spec = getattr(fn, MARK).spec
+    if contract:
+        spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, **contract})
+    receipt, _ = store.create(NewCall(tenant_id=TENANT, tool=spec, arguments=arguments or {}, deadline_s=deadline_s))
+    return receipt
+
+
+def statuses(store: ReceiptStore, receipt_id: str) -> list[str]:
+    return [event.to_status for event in store.events(TENANT, receipt_id)]
+
+
+def test_success_records_the_output_and_hands_the_tool_its_context(store: ReceiptStore, executor: Executor,
+                                                                   sender: RecordingSender) -> None:
+    receipt = submit(store, greet, {"name": "Ada"})
+    done = executor.execute(receipt.id, 31.0)
+    assert done is not None
+    assert done.status == "success"
+    assert done.output == {"hello": "Ada", "receipt": receipt.id, "attempt": 1, "timeout_s": 30.0}
+    assert done.attempt == 1 and done.error is None
+    assert store.get(TENANT, receipt.id) == done
+    assert statuses(store, receipt.id) == ["pending", "running", "success"]
+    assert sender.sent == []
+
+
+def test_async_tools_run_on_the_event_loop(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, add, {"a": 2, "b": 40})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "success" and done.output == {"sum": 42}
+
+
+def test_a_duplicate_message_is_dropped_and_the_tool_runs_once(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, greet, {"name": "Ada"})
+    assert executor.execute(receipt.id) is not None
+    assert executor.execute(receipt.id) is None
+    assert CALLS == ["greet"]
+    assert executor.execute("rcpt_unknown") is None
+
+
+def test_tool_error_fails_without_retry(store: ReceiptStore, executor: Executor, sender: RecordingSender) -> None:
+    receipt = submit(store, refuse, {"reason": "card declined"})
+    done = executor.execute(receipt.id)
+    assert done is not None
+    assert done.status == "failed"
+    assert done.error == {"code": "tool_error", "message": "card declined", "retryable": False,
+                          "retry_after_ms": None, "details": {"why": "card declined"}}
+    assert CALLS == ["refuse"]
+    assert sender.sent == []
+
+
+def test_arguments_the_function_rejects_fail_as_invalid_arguments(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, greet, {"name": ["not", "a", "string"]})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"
+    assert done.error["code"] == "invalid_arguments"  # type: ignore[index]
+    assert done.error["details"]["errors"][0]["field"] == "name"  # type: ignore[index]
+    assert CALLS == []
+
+
+def test_retryable_error_on_a_read_schedules_a_retry_with_backoff(store: ReceiptStore, executor: Executor,
+                                                                 sender: RecordingSender) -> None:
+    receipt = submit(store, unstable)
+    before = utcnow()
+    again = executor.execute(receipt.id)
+    assert again is not None
+    assert again.status == "pending"
+    assert again.attempt == 1
+    assert again.error["code"] == "upstream_error" and again.error["retryable"]  # type: ignore[index]
+    assert before + timedelta(seconds=0.2) <= again.available_at <= utcnow() + timedelta(seconds=0.2)
+    [message] = sender.sent
+    assert message.name == "toolrelay.execute"
+    assert message.args == [receipt.id, 31.0]  # lease: the tool's timeout plus the grace period
+    assert message.options["queue"] == "tools"
+    assert message.options["countdown"] == pytest.approx(0.2)
+    assert statuses(store, receipt.id) == ["pending", "running", "pending"]
+
+
+def test_retries_back_off_and_stop_after_max_attempts(store: ReceiptStore, executor: Executor,
+                                                     sender: RecordingSender) -> None:
+    receipt = submit(store, unstable)
+    for attempt in (1, 2):
+        again = executor.execute(receipt.id)
+        assert again is not None and again.status == "pending" and again.attempt == attempt
+        _make_due(store, receipt.id)  # as if the countdown had passed
+    final = executor.execute(receipt.id)
+    assert final is not None
+    assert final.status == "failed" and final.attempt == 3
+    assert final.error["code"] == "upstream_error"  # type: ignore[index]
+    assert [m.options["countdown"] for m in sender.sent] == [pytest.approx(0.2), pytest.approx(0.4)]
+    assert CALLS == ["unstable"] * 3
+
+
+def _make_due(store: ReceiptStore, receipt_id: str) -> None:
+    with store.db.transaction() as conn:
+        conn.execute(update(receipts).where(receipts.c.id == receipt_id).values(available_at=utcnow()))
+
+
+def test_retry_after_from_the_tool_sets_the_countdown(store: ReceiptStore, executor: Executor,
+                                                      sender: RecordingSender) -> None:
+    receipt = submit(store, unstable, {"retry_after_ms": 3000})
+    again = executor.execute(receipt.id)
+    assert again is not None and again.status == "pending"
+    assert again.error["retry_after_ms"] == 3000  # type: ignore[index]
+    assert sender.sent[0].options["countdown"] == 3.0
+
+
+def test_a_retry_due_later_than_a_minute_is_left_to_the_sweeper(store: ReceiptStore, executor: Executor,
+                                                                sender: RecordingSender) -> None:
+    receipt = submit(store, unstable, {"retry_after_ms": 90_000})
+    again = executor.execute(receipt.id)
+    assert again is not None and again.status == "pending"
+    assert again.published_at is None
+    assert sender.sent == []
+
+
+def test_no_retry_when_it_would_be_due_after_the_deadline(store: ReceiptStore, executor: Executor,
+                                                          sender: RecordingSender) -> None:
+    receipt = submit(store, unstable, {"retry_after_ms": 120_000}, deadline_s=60)
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"
+    assert sender.sent == []
+
+
+def test_retryable_error_on_a_non_idempotent_write_fails_without_retry(store: ReceiptStore, executor: Executor,
+                                                                       sender: RecordingSender) -> None:
+    receipt = submit(store, charge, {"amount": 5})
+    done = executor.execute(receipt.id)
+    assert done is not None
+    assert done.status == "failed"
+    assert done.error["code"] == "tool_error"  # type: ignore[index]
+    assert done.error["retryable"] is True  # the error itself was transient...
+    assert "non-idempotent" in done.error["details"]["not_retried"]  # type: ignore[index]  # ...but not retried
+    assert sender.sent == []
+    assert CALLS == ["charge"]
+    assert executor.execute(receipt.id) is None
+    assert CALLS == ["charge"]
+
+
+def test_unexpected_exception_is_recorded_as_tool_error(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, explode)
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"
+    assert done.error["code"] == "tool_error"  # type: ignore[index]
+    assert "KeyError" in done.error["message"]  # type: ignore[index]
+
+
+def test_unexpected_exception_in_a_read_is_retried(store: ReceiptStore, executor: Executor,
+                                                   sender: RecordingSender) -> None:
+    receipt = submit(store, explode, effect="read", idempotent=True)
+    again = executor.execute(receipt.id)
+    assert again is not None and again.status == "pending"
+    assert len(sender.sent) == 1
+
+
+@pytest.mark.parametrize("fn", [block, async_block], ids=["sync", "async"])
+def test_a_tool_past_its_timeout_fails_with_timeout_soon_after_the_limit(store: ReceiptStore, executor: Executor,
+                                                                         fn: Any) -> None:
+    receipt = submit(store, fn, {"seconds": 20})
+    started = time.monotonic()
+    done = executor.execute(receipt.id)
+    elapsed = time.monotonic() - started
+    assert done is not None
+    assert done.status == "failed"
+    assert done.error["code"] == "timeout"  # type: ignore[index]
+    assert 1.0 <= elapsed < 3.0
+    assert done.output is None
+
+
+def test_the_deadline_shortens_the_attempt_timeout(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, block, {"seconds": 20}, deadline_s=1.5, timeout_s=30)
+    started = time.monotonic()
+    done = executor.execute(receipt.id)
+    assert done is not None and done.error["code"] == "timeout"  # type: ignore[index]
+    assert time.monotonic() - started < 3.0
+
+
+def test_cancel_while_running_discards_the_result(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, wait_for_release)
+    results: list[Receipt | None] = []
+    runner = threading.Thread(target=lambda: results.append(executor.execute(receipt.id)))
+    runner.start()
+    assert STARTED.wait(10)
+    assert store.cancel(TENANT, receipt.id).status == "canceled"
+    RELEASE.set()
+    runner.join(10)
+    assert results == [None]
+    final = store.get(TENANT, receipt.id)
+    assert final.status == "canceled" and final.output is None
+    assert statuses(store, receipt.id) == ["pending", "running", "canceled"]
+
+
+def test_a_tool_this_worker_does_not_have_fails_without_retry(store: ReceiptStore, executor: Executor,
+                                                              sender: RecordingSender) -> None:
+    receipt = submit(store, greet, {"name": "x"}, name="not_here")
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"
+    assert "not_here" in done.error["message"]  # type: ignore[index]
+    assert sender.sent == []
+
+
+def test_a_kind_this_worker_cannot_run_fails(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, greet, {"name": "x"}, kind="integration")
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"
+    assert "integration" in done.error["message"]  # type: ignore[index]
+
+
+def test_without_a_lease_in_the_message_the_claim_takes_timeout_plus_grace(store: ReceiptStore,
+                                                                           executor: Executor) -> None:
+    receipt = submit(store, wait_for_release)
+    runner = threading.Thread(target=executor.execute, args=(receipt.id,))
+    runner.start()
+    assert STARTED.wait(10)
+    running = store.get(TENANT, receipt.id)
+    assert running.lease_expires_at == running.started_at + timedelta(seconds=31)  # type: ignore[operator]
+    RELEASE.set()
+    runner.join(10)
+    assert store.get(TENANT, receipt.id).status == "success"
