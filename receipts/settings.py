@@ -66,6 +66,8 @@ class Settings(BaseSettings):
     webhook_disable_after_s: float = 5 * 24 * 3600.0
     webhook_batch: int = 200
     webhook_concurrency: int = 32
+    # How often beat (or the embedded mode) pumps the dispatcher; nudges after transitions come sooner.
+    webhook_poll_s: float = 1.0
 
     # Integrations: base URLs are settings so tests can point them at local servers.
     wikipedia_base_url: str = "https://en.wikipedia.org/w/api.php"
