@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from celery import Celery
 
+from receipts.nudges import Nudger
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
+from webhooks.tasks import install as install_webhooks
 from workers.celery_app import make_celery
 
 
 def build_celery(settings: Settings, *, store: ReceiptStore | None = None) -> Celery:
     """The Celery app a ``toolrelay worker``/``beat``/``dev`` process runs."""
-    return make_celery(settings, store=store)
+    app = make_celery(settings, store=store)
+    services = app.toolrelay  # type: ignore[attr-defined]
+    # Webhooks: the deliver task and its beat entry; every transition a worker records nudges the dispatcher.
+    install_webhooks(app, settings, db=lambda: services.db)
+    services.store.subscribe(Nudger(app))
+    return app

@@ -24,9 +24,11 @@ from celery import Celery
 from gateway.app import create_app
 from receipts.db import Database
 from receipts.migrate import upgrade
+from receipts.nudges import publish_deliver
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from receipts.tenants import KEY_PREFIX, Tenants
+from receipts.webhook_queue import DeliveryQueue
 from toolrelay.components import build_celery
 from workers.sweeper import sweep_once
 
@@ -98,6 +100,8 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
     key = resolve_key(data_dir, api_key)
     Tenants(db).create_key(DEV_TENANT, key)
     store = ReceiptStore(db)
+    # Webhook messages a previous run was sending when it stopped are free to send again.
+    DeliveryQueue(db, disable_after_s=settings.webhook_disable_after_s).release_all()
     app = build_celery(settings, store=store)
     services = app.toolrelay  # type: ignore[attr-defined]
 
@@ -120,6 +124,17 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
                 log.exception("sweep failed")
 
     threading.Thread(target=sweep_forever, name="sweeper", daemon=True).start()
+
+    def pump_webhooks() -> None:  # what beat does in production: wake the dispatcher for due messages
+        while True:
+            try:
+                publish_deliver(app)
+            except Exception:  # noqa: BLE001 - keep pumping; the next tick retries
+                log.exception("webhook pump failed")
+            if stop.wait(settings.webhook_poll_s):
+                return
+
+    threading.Thread(target=pump_webhooks, name="webhook-pump", daemon=True).start()
     return Embedded(settings, store, app, key, stop, worker, lock)
 
 

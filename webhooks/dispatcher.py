@@ -1,0 +1,149 @@
+"""The dispatcher: claim due messages in batches, send them concurrently, record the attempts in bulk.
+
+One run is a pipeline on one asyncio event loop::
+
+    claim a batch (one UPDATE ... RETURNING, leased)  ->  up to ``concurrency`` POSTs at a time
+          ^ refill when the in-flight set runs low         |
+          +------------- record finished attempts in bulk (one INSERT + one UPDATE executemany) <-+
+
+Database calls run in a thread (``asyncio.to_thread``) so requests keep flowing while they do. A
+run ends when nothing is due any more or after ``max_s`` (then the task asks for another run, so a
+worker that also serves tools is not held by webhooks forever).
+
+Why the lease is what it is: a claimed message may wait behind ``batch / concurrency`` rounds of
+requests that each take up to the timeout; the lease covers that, plus a margin, so a live
+dispatcher never loses a message it holds, and a dead one's messages come back soon after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from receipts.outbound import OutboundGuard
+from receipts.webhook_queue import DeliveryQueue
+from receipts.webhook_records import DELIVERED, FAILED, Claimed, Settled
+from webhooks.policy import Outcome, RetryPolicy
+from webhooks.signing import Signer
+from webhooks.transport import Transport
+
+log = logging.getLogger(__name__)
+
+LEASE_MARGIN_S = 5.0
+FLUSH_S = 0.05  # record finished attempts at least this often
+IDLE_CLAIM_S = 0.25  # with requests still in flight and nothing due, look for new work this often
+
+
+def lease_for(timeout_s: float, batch: int, concurrency: int) -> float:
+    """Seconds a claimed message stays leased: every round of requests ahead of it, plus a margin."""
+    batch = max(batch, 1)
+    concurrency = max(min(concurrency, batch), 1)
+    return timeout_s * (math.ceil(batch / concurrency) + 1) + LEASE_MARGIN_S
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """What one run did; ``more`` says it stopped on time with work still due."""
+
+    delivered: int = 0
+    failed: int = 0
+    retrying: int = 0
+    more: bool = False
+
+    @property
+    def attempts(self) -> int:
+        return self.delivered + self.failed + self.retrying
+
+
+class Dispatcher:
+    """Delivers due webhook messages. Every dependency is passed in; nothing is global."""
+
+    def __init__(self, queue: DeliveryQueue, signer: Signer, policy: RetryPolicy, guard: OutboundGuard, *,
+                 timeout_s: float, batch: int, concurrency: int) -> None:
+        self.queue = queue
+        self.signer = signer
+        self.policy = policy
+        self.guard = guard
+        self.timeout_s = timeout_s
+        self.batch = max(batch, 1)
+        self.concurrency = max(min(concurrency, self.batch), 1)
+
+    @property
+    def lease_s(self) -> float:
+        return lease_for(self.timeout_s, self.batch, self.concurrency)
+
+    def run(self, *, max_s: float = 10.0) -> RunReport:
+        """Deliver until nothing is due or ``max_s`` has passed (synchronous entry point for a task)."""
+        first = self.queue.claim(self.batch, lease_s=self.lease_s)
+        if not first:
+            return RunReport()  # nothing due: no event loop, no HTTP session
+        return asyncio.run(self.run_async(max_s=max_s, claimed=first))
+
+    async def run_async(self, *, max_s: float = 10.0, claimed: list[Claimed] | None = None) -> RunReport:
+        """Deliver until nothing is due or ``max_s`` has passed, starting with ``claimed`` if given."""
+        deadline = time.monotonic() + max_s
+        totals = {DELIVERED: 0, FAILED: 0, "pending": 0}
+        gate = asyncio.Semaphore(self.concurrency)
+        inflight: set[asyncio.Task[Settled]] = set()
+        finished: list[Settled] = []
+        drained = False  # the last claim found less than it asked for
+        next_claim = 0.0
+        last_flush = time.monotonic()
+        async with Transport(self.guard, timeout_s=self.timeout_s, connections=self.concurrency) as transport:
+            if claimed:
+                inflight.update(asyncio.create_task(self._deliver(transport, gate, m)) for m in claimed)
+                drained = len(claimed) < self.batch
+                next_claim = time.monotonic() + IDLE_CLAIM_S
+            while True:
+                now = time.monotonic()
+                if now < deadline and len(inflight) <= self.concurrency and (not drained or now >= next_claim):
+                    room = self.batch - len(inflight)
+                    claimed = await asyncio.to_thread(self.queue.claim, room, lease_s=self.lease_s)
+                    inflight.update(asyncio.create_task(self._deliver(transport, gate, m)) for m in claimed)
+                    drained = len(claimed) < room
+                    next_claim = time.monotonic() + IDLE_CLAIM_S
+                if not inflight:
+                    break
+                done, inflight = await asyncio.wait(inflight, timeout=FLUSH_S, return_when=asyncio.FIRST_COMPLETED)
+                finished.extend(task.result() for task in done)
+                if finished and (not inflight or len(finished) >= self.concurrency
+                                 or time.monotonic() - last_flush >= FLUSH_S):
+                    await self._record(finished, totals)
+                    finished = []
+                    last_flush = time.monotonic()
+            if finished:
+                await self._record(finished, totals)
+        report = RunReport(totals[DELIVERED], totals[FAILED], totals["pending"],
+                           more=not drained and time.monotonic() >= deadline)
+        if report.attempts:
+            log.info("webhooks: %d delivered, %d failed for good, %d to retry", report.delivered, report.failed,
+                     report.retrying)
+        return report
+
+    async def _record(self, results: list[Settled], totals: dict[str, int]) -> None:
+        await asyncio.to_thread(self.queue.record, list(results))
+        for result in results:
+            totals[result.status] += 1
+
+    async def _deliver(self, transport: Transport, gate: asyncio.Semaphore, message: Claimed) -> Settled:
+        """One attempt for one message; never raises (a lost result would hold the message until its lease ends)."""
+        try:
+            if message.refusal is not None:
+                return self.policy.settle(message, Outcome(at=datetime.now(UTC), error=message.refusal, sent=False,
+                                                           blames_receiver=False))
+            body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
+            async with gate:
+                # Signed only now: a message may have waited for a free slot, and the timestamp must be fresh.
+                headers = self.signer.headers(message.id, message.receipt_id, body, message.secrets)
+                outcome = await transport.post(message.url, body.encode(), headers)
+            return self.policy.settle(message, outcome)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unreadable secret: log the attempt, retry later
+            log.warning("webhooks: message %s not sent: %s", message.id, type(exc).__name__)
+            outcome = Outcome(at=datetime.now(UTC), error=f"not sent: {type(exc).__name__}: {exc}"[:1000],
+                              sent=False, blames_receiver=False)
+            return self.policy.settle(message, outcome)

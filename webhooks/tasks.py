@@ -1,0 +1,82 @@
+"""The dispatcher as a Celery task on the ``webhooks`` queue, and the beat entry that pumps it.
+
+``toolrelay.webhooks.deliver`` runs the dispatcher until nothing is due (or for at most
+``RUN_FOR_S``, then queues itself again). It is triggered three ways, none of which carries data —
+the outbox rows are the truth:
+
+* beat, every ``webhook_poll_s`` (retries that come due, anything a nudge missed);
+* a nudge right after a transition wrote outbox rows (see :mod:`receipts.nudges`), for low latency;
+* itself, when a run ends on time with work left.
+
+Long retry delays live in ``next_attempt_at``; no Celery countdown is ever used here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import cache
+
+from celery import Celery
+
+from receipts.db import Database
+from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE
+from receipts.nudges import publish_deliver
+from receipts.outbound import OutboundGuard
+from receipts.secretbox import SecretBox
+from receipts.settings import Settings
+from receipts.webhook_queue import DeliveryQueue
+from webhooks.dispatcher import Dispatcher, lease_for
+from webhooks.policy import RetryPolicy
+from webhooks.signing import Signer
+
+log = logging.getLogger(__name__)
+
+RUN_FOR_S = 10.0
+BEAT_ENTRY = "toolrelay-webhooks"
+
+
+def build_dispatcher(settings: Settings, db: Database) -> Dispatcher:
+    """A dispatcher for ``settings`` on ``db``."""
+    box: SecretBox | None = None
+
+    def decrypt(token: str) -> str:
+        nonlocal box
+        box = box or SecretBox(settings.secret_key)
+        return box.decrypt(token)
+
+    return Dispatcher(
+        DeliveryQueue(db, disable_after_s=settings.webhook_disable_after_s),
+        Signer(decrypt),
+        RetryPolicy(settings.retry_schedule_s),
+        OutboundGuard(settings.outbound_allow_cidrs),
+        timeout_s=settings.webhook_timeout_s,
+        batch=settings.webhook_batch,
+        concurrency=settings.webhook_concurrency,
+    )
+
+
+def install(app: Celery, settings: Settings, db: Callable[[], Database]) -> None:
+    """Register the deliver task on ``app`` and add its beat entry.
+
+    ``db`` is called lazily, in the process that runs the task (after any fork).
+    """
+    dispatcher = cache(lambda: build_dispatcher(settings, db()))
+    # Longest a run can take: RUN_FOR_S of claiming, then the in-flight requests (within one lease).
+    time_limit = RUN_FOR_S + lease_for(settings.webhook_timeout_s, settings.webhook_batch,
+                                       settings.webhook_concurrency) + 30
+
+    @app.task(name=DELIVER_TASK, ignore_result=True, time_limit=time_limit)
+    def deliver() -> None:
+        report = dispatcher().run(max_s=RUN_FOR_S)
+        if report.more:
+            publish_deliver(app)
+
+    schedule = dict(app.conf.beat_schedule or {})
+    schedule[BEAT_ENTRY] = {
+        "task": DELIVER_TASK,
+        "schedule": settings.webhook_poll_s,
+        "options": {"queue": WEBHOOKS_QUEUE, "expires": max(settings.webhook_poll_s * 2, 1.0)},
+    }
+    app.conf.beat_schedule = schedule
+
