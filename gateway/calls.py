@@ -8,6 +8,7 @@ from typing import Any
 from gateway.problems import Problem
 from gateway.schemas import ToolCallRequest
 from gateway.services import Services
+from gateway.webhook_urls import check_call_webhook_url
 from receipts import states
 from receipts.errors import NotFound
 from receipts.messages import publish_execute
@@ -47,6 +48,8 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     if errors:
         services.metrics.rejected.labels("invalid_arguments").inc()
         raise Problem(422, f"arguments do not match the schema of {body.tool!r}", errors=errors)
+    if body.webhook_url is not None:
+        check_call_webhook_url(services, tenant, body.webhook_url)
     spec = checked.spec
     settings = services.settings
     waiting = spec.kind == "function"

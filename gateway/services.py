@@ -13,10 +13,13 @@ from gateway.metrics import GatewayMetrics
 from gateway.waiters import Waiters
 from receipts.catalogue import Catalogue
 from receipts.messages import TaskSender
+from receipts.nudges import Nudger
+from receipts.outbound import OutboundGuard
 from receipts.records import ToolSpec
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from receipts.tenants import Tenants
+from receipts.webhook_store import WebhookStore
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ class Services:
         self.waiters = Waiters()
         self.metrics = GatewayMetrics(db)
         self.store.subscribe(lambda receipt: self.waiters.notify(receipt.id))
+        # Webhooks: endpoints and secrets, the SSRF guard for their URLs, and a nudge to the dispatcher after
+        # transitions made here (cancel, a client's result), so their messages go out at once.
+        self.webhooks = WebhookStore(db, settings.secret_key)
+        self.outbound_guard = OutboundGuard(settings.outbound_allow_cidrs)
+        self.store.subscribe(Nudger(sender))
 
     def broker_ping(self) -> None:
         """Open (and close) a broker connection; raises when the broker is unreachable."""
