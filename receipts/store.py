@@ -83,8 +83,16 @@ def encode_cursor(receipt_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> str:
+    """The receipt id a cursor from :func:`encode_cursor` points at.
+
+    Raises:
+        ValueError: not such a cursor (a lenient decode would turn garbage into an empty page).
+    """
     padded = cursor + "=" * (-len(cursor) % 4)
-    return base64.urlsafe_b64decode(padded.encode()).decode()
+    receipt_id = base64.b64decode(padded.encode(), altchars=b"-_", validate=True).decode()
+    if not receipt_id.startswith("rcpt_"):
+        raise ValueError("not a receipt cursor")
+    return receipt_id
 
 
 class ReceiptStore:
