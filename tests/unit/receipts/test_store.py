@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from receipts import states
 from receipts.db import Database, utcnow
 from receipts.errors import IdempotencyMismatch, InvalidTransition, NotFound
-from receipts.store import Outcome, ReceiptStore, error, fingerprint
+from receipts.store import Outcome, ReceiptStore, decode_cursor, encode_cursor, error, fingerprint
 from receipts.tables import receipt_events, receipts
 from tests.support.factories import OTHER_TENANT, TENANT, call, spec
 
@@ -382,3 +382,10 @@ def test_receipt_to_api_has_the_documented_shape(store: ReceiptStore) -> None:
     }
     assert body["created_at"].endswith("Z")
     assert body["started_at"] is None
+
+
+def test_cursor_round_trips_and_garbage_is_refused() -> None:
+    assert decode_cursor(encode_cursor("rcpt_01abc")) == "rcpt_01abc"
+    for garbage in ("!!!", "abc", "cmNwdA", "", "rcpt_01abc"):
+        with pytest.raises(ValueError):
+            decode_cursor(garbage)

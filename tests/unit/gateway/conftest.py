@@ -1,0 +1,102 @@
+"""The gateway on the embedded store (SQLite) with a sender that records tasks instead of sending them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from gateway.app import create_app
+from receipts.catalogue import Catalogue
+from receipts.db import Database
+from receipts.messages import EXECUTE_TASK
+from receipts.records import ToolSpec
+from receipts.settings import Settings
+from receipts.store import Outcome, ReceiptStore
+from receipts.tables import receipts
+from receipts.tenants import Tenants
+from tests.support.factories import RecordingSender
+
+TOOLS = [
+    ToolSpec(name="echo", kind="python", description="Return the arguments.",
+             parameters={"type": "object", "additionalProperties": True}, timeout_s=5),
+    ToolSpec(name="add", kind="python", description="Add two integers.",
+             parameters={"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                         "required": ["a", "b"], "additionalProperties": False}),
+    ToolSpec(name="charge", kind="python", description="Charge a card.", effect="write", idempotent=False,
+             parameters={"type": "object", "properties": {"cents": {"type": "integer", "minimum": 1}},
+                         "required": ["cents"]}),
+]
+
+
+@dataclass
+class Gateway:
+    client: TestClient
+    store: ReceiptStore
+    sender: RecordingSender
+    db: Database
+    key: str
+    other_key: str
+    tenant_id: str
+
+    def headers(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.key}"}
+
+    def post_call(self, body: dict[str, Any], key: str | None = None, **kwargs: Any) -> Any:
+        headers = {**self.headers(key), **kwargs.pop("headers", {})}
+        return self.client.post("/v1/tool-calls", json=body, headers=headers, **kwargs)
+
+    def receipt_count(self) -> int:
+        with self.db.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(receipts)).scalar_one())
+
+    def executes(self) -> list[Any]:
+        return [message for message in self.sender.sent if message.name == EXECUTE_TASK]
+
+    def finish_soon(self, receipt_id: str, delay_s: float = 0.3) -> threading.Thread:
+        """Play a worker: claim and finish the receipt (output = input) in another thread after ``delay_s``."""
+
+        def work() -> None:
+            time.sleep(delay_s)
+            claimed = self.store.claim(receipt_id, lease_s=30, actor="test-worker")
+            assert claimed is not None
+            self.store.finish(receipt_id, claimed.attempt, Outcome("success", output=claimed.input),
+                              actor="test-worker")
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        return thread
+
+
+@pytest.fixture
+def gateway(sqlite_db: Database) -> Iterator[Gateway]:
+    settings = Settings(database_url=sqlite_db.engine.url.render_as_string(hide_password=False),
+                        secret_key="unit-test-secret")
+    store = ReceiptStore(sqlite_db)
+    sender = RecordingSender()
+    Catalogue(sqlite_db).publish(TOOLS)
+    tenants = Tenants(sqlite_db)
+    key = tenants.create_key("acme")
+    other_key = tenants.create_key("intruders")
+    tenant = tenants.for_key(key)
+    assert tenant is not None
+    with TestClient(create_app(settings, store=store, sender=sender)) as client:
+        yield Gateway(client, store, sender, sqlite_db, key, other_key, tenant.id)
+
+
+def assert_problem(response: Any, status: int) -> dict[str, Any]:
+    """The response is an RFC 9457 problem document with ``status``."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert isinstance(body["title"], str) and body["title"]
+    assert isinstance(body["detail"], str) and body["detail"]
+    assert "type" in body
+    return body
