@@ -1,0 +1,300 @@
+"""toolrelay's benchmark: the receipt pipeline against bare Celery, on this machine's PostgreSQL and Redis.
+
+Run ``.venv/bin/python -m tests.benchmarks.bench --help``. It creates a fresh database and Redis key
+prefix, starts ``toolrelay gateway`` and ``toolrelay worker -c N`` (no beat unless ``--beat``), and
+measures, section by section (each a function ``(Run) -> dict`` in :data:`SECTIONS`):
+
+* ``pipeline``: latency one call at a time, then N echo calls over HTTP at concurrency C (aiohttp);
+* ``celery``: a bare Celery no-op task, same broker, same Celery settings, same worker count;
+* ``round_trips``: SQL and Redis round trips per call, through counting proxies (not timed).
+
+A new section (webhook deliveries, say) is one more function in :data:`SECTIONS` plus its lines in
+:func:`table`. Everything started is stopped, and the database dropped, on exit, error or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.benchmarks import load, profiles
+from tests.benchmarks.celery_baseline import CeleryBaseline
+from tests.benchmarks.deployment import Deployment
+from tests.benchmarks.pipeline import Pipeline
+from tests.benchmarks.roundtrips import CountingProxy
+from tests.support import services
+
+
+@dataclass
+class Run:
+    """One benchmark run: its options, its deployment, the load seen per phase, and the results."""
+
+    args: argparse.Namespace
+    deployment: Deployment
+    log_dir: Path
+    results: dict[str, Any] = field(default_factory=dict)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Print and keep the load average at the start and end of a phase, and how long it took."""
+        start_load, started = os.getloadavg(), time.monotonic()
+        print(f"-- {name:<34} load {_load(start_load)}", flush=True)
+        yield
+        end_load = os.getloadavg()
+        elapsed = time.monotonic() - started
+        print(f"   {name + ' done':<34} load {_load(end_load)}   {elapsed:6.1f} s", flush=True)
+        self.phases.append({"phase": name, "load_start": [round(x, 2) for x in start_load],
+                            "load_end": [round(x, 2) for x in end_load], "seconds": round(elapsed, 1)})
+
+
+def _load(values: tuple[float, float, float]) -> str:
+    return " ".join(f"{v:5.2f}" for v in values)
+
+
+# -- sections -----------------------------------------------------------------------------------
+
+def pipeline_section(run: Run) -> dict[str, Any]:
+    """toolrelay end to end: gateway + worker processes, N echo calls over HTTP."""
+    args, deployment = run.args, run.deployment
+    with run.phase(f"start gateway + worker -c {args.workers}"):
+        gateway, base_url = deployment.start_gateway()
+        worker = deployment.start_worker(args.workers)
+        if args.beat:
+            deployment.start_beat()
+        pipeline = Pipeline(deployment, base_url, gateway.popen.pid, worker.popen.pid)
+    with run.phase("warm-up (50 calls)"):
+        pipeline.warm_up()
+    result: dict[str, Any] = {"beat": args.beat}
+    if args.low_load_calls:
+        with run.phase(f"low load: {args.low_load_calls} calls, one at a time"):
+            result["low_load"] = pipeline.low_load(args.low_load_calls)
+    with run.phase(f"throughput: {args.calls} calls at concurrency {args.concurrency}"):
+        result["throughput"] = pipeline.throughput(args.calls, args.concurrency)
+    if args.profile:
+        out = Path(args.profile)
+        out.mkdir(parents=True, exist_ok=True)
+        with run.phase(f"profiled run: {args.calls} calls (py-spy)"):
+            recorders = [profiles.Recorder("gateway", gateway.popen.pid, out),
+                         profiles.Recorder("worker", worker.popen.pid, out, subprocesses=True)]
+            run.cleanups.append(lambda: [r.stop() for r in recorders])
+            try:
+                result["profiled_throughput"] = pipeline.throughput(args.calls, args.concurrency)
+            finally:
+                for recorder in recorders:
+                    recorder.stop()
+        summary = "".join(profiles.summarize(r.path) for r in recorders if r.path.exists())
+        (out / "summary.txt").write_text(summary)
+        result["profiles"] = str(out)
+    with run.phase("stop gateway + worker"):
+        deployment.stop_processes()
+    return result
+
+
+def celery_section(run: Run) -> dict[str, Any]:
+    """Bare Celery: a no-op task on the same Redis, prefork with the same worker count."""
+    args = run.args
+    with run.phase(f"bare Celery: start worker -c {args.workers}"):
+        baseline = CeleryBaseline(run.deployment, args.workers)
+        run.cleanups.append(baseline.close)
+        baseline.throughput(200)  # warm-up
+    result: dict[str, Any] = {}
+    if args.low_load_calls:
+        with run.phase(f"bare Celery: {args.low_load_calls} round trips"):
+            result["round_trip"] = load.ms(baseline.round_trips(args.low_load_calls))
+    with run.phase(f"bare Celery: {args.calls} tasks"):
+        result["throughput"] = baseline.throughput(args.calls)
+    with run.phase("bare Celery: stop worker"):
+        run.deployment.stop_processes()
+    return result
+
+
+def round_trips_section(run: Run) -> dict[str, Any]:
+    """SQL statements and Redis commands per call, gateway and worker apart (a run of its own, untimed)."""
+    calls, deployment = run.args.round_trips, run.deployment
+    with run.phase(f"round trips: {calls} calls through counting proxies"):
+        proxies = {f"{role}_{kind}": CountingProxy(kind, port).start()
+                   for role in ("gateway", "worker") for kind, port in (("postgres", 5432), ("redis", 6379))}
+        run.cleanups.append(lambda: [p.stop() for p in proxies.values()])
+
+        def env(role: str) -> dict[str, str]:
+            return {"TOOLRELAY_DATABASE_URL": deployment.database_url.replace(
+                        "127.0.0.1:5432", f"127.0.0.1:{proxies[role + '_postgres'].port}"),
+                    "TOOLRELAY_BROKER_URL": services.REDIS_URL.replace(
+                        "127.0.0.1:6379", f"127.0.0.1:{proxies[role + '_redis'].port}")}
+
+        gateway, base_url = deployment.start_gateway(env("gateway"))
+        worker = deployment.start_worker(run.args.workers, env("worker"))
+        pipeline = Pipeline(deployment, base_url, gateway.popen.pid, worker.popen.pid)
+        pipeline.submitted = _count_receipts(deployment)
+        for _ in range(20):  # warm-up: pools, caches, prepared statements
+            pipeline.warm_up(1)
+        started = time.monotonic()
+        for proxy in proxies.values():
+            proxy.tally.reset()
+        for _ in range(calls):
+            pipeline.warm_up(1)  # one POST, then wait (on our own connection) until it is terminal
+        seconds = time.monotonic() - started
+        result: dict[str, Any] = {"calls": calls, "seconds": round(seconds, 1)}
+        for name, proxy in proxies.items():
+            result[name] = {
+                "round_trips_per_call": round(proxy.tally.round_trips / calls, 2),
+                "per_call": {label: round(n / calls, 2) for label, n in proxy.tally.labels.most_common()},
+            }
+        deployment.stop_processes()
+    return result
+
+
+def _count_receipts(deployment: Deployment) -> int:
+    from sqlalchemy import func, select
+
+    from receipts.tables import receipts
+
+    with deployment.db.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(receipts)).scalar_one())
+
+
+SECTIONS: dict[str, Callable[[Run], dict[str, Any]]] = {
+    "pipeline": pipeline_section,
+    "celery": celery_section,
+    "round_trips": round_trips_section,
+}
+
+
+def selected(args: argparse.Namespace) -> list[str]:
+    names = ["pipeline"]
+    if not args.skip_celery:
+        names.append("celery")
+    if args.round_trips:
+        names.append("round_trips")
+    return names
+
+
+# -- output --------------------------------------------------------------------------------------
+
+def _pair(figures: dict[str, float] | None) -> str:
+    if not figures:
+        return "-"
+    return f"{figures['p50_ms']:.1f} / {figures['p99_ms']:.1f}"
+
+
+def table(results: dict[str, Any]) -> str:
+    """The figures that matter, one per line, with the issue's targets beside them."""
+    pipe = results.get("pipeline", {})
+    tput = pipe.get("throughput", {})
+    low = pipe.get("low_load", {})
+    bare = results.get("celery", {})
+    rows: list[tuple[str, str, str]] = [
+        ("toolrelay end to end (calls/s)", f"{tput.get('calls_per_s', '-')}", ""),
+    ]
+    if bare:
+        ratio = tput["calls_per_s"] / bare["throughput"]["tasks_per_s"]
+        rows += [("bare Celery end to end (tasks/s)", f"{bare['throughput']['tasks_per_s']}", ""),
+                 ("ratio toolrelay / bare Celery", f"{ratio:.2f}x", ">= 0.5x")]
+    rows += [
+        ("submit rate, HTTP 202s (calls/s)", f"{tput.get('submit_per_s', '-')}", ""),
+        ("low load submit->success p50/p99 ms", _pair(low.get("submit_to_success")), "p50 < 15"),
+        ("low load POST wait_s round trip p50/p99", _pair(low.get("client_round_trip")), ""),
+        ("under load submit->success p50/p99 ms", _pair(tput.get("submit_to_success")), ""),
+        ("under load created->finished p50/p99 ms", _pair(tput.get("created_to_finished")), ""),
+        ("under load POST answer p50/p99 ms", _pair(tput.get("submit_response")), ""),
+    ]
+    if bare:
+        rows += [("bare Celery round trip p50/p99 ms (low)", _pair(bare.get("round_trip")), ""),
+                 ("bare Celery under load p50/p99 ms", _pair(bare["throughput"]["under_load"]), ""),
+                 ("bare Celery publish rate (tasks/s)", f"{bare['throughput']['publish_per_s']}", "")]
+    cpu = tput.get("cpu_ms_per_call", {})
+    if cpu:
+        rows.append(("CPU ms/call gw / worker / pg / client",
+                     " / ".join(f"{cpu.get(k, 0):.2f}" for k in ("gateway", "worker", "postgres", "load_generator")),
+                     ""))
+    failures = tput.get("rejected", 0) + tput.get("not_success", 0) + low.get("rejected", 0) + low.get(
+        "not_success", 0)
+    rows.append(("rejected or not success", str(failures), "0"))
+    trips = results.get("round_trips", {})
+    for role in ("gateway", "worker"):
+        if trips:
+            rows.append((f"round trips/call {role}: SQL / Redis",
+                         f"{trips[f'{role}_postgres']['round_trips_per_call']} / "
+                         f"{trips[f'{role}_redis']['round_trips_per_call']}", ""))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'figure':<{width}}  {'value':>22}  target", "-" * (width + 34)]
+    lines += [f"{name:<{width}}  {value:>22}  {target}" for name, value, target in rows]
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls (and bare tasks) in the throughput run")
+    parser.add_argument("--concurrency", type=int, default=32, help="HTTP requests in flight")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (celery -c), both sides")
+    parser.add_argument("--low-load-calls", type=int, default=200, help="calls one at a time (0: skip)")
+    parser.add_argument("--skip-celery", action="store_true", help="do not measure the bare Celery baseline")
+    parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
+    parser.add_argument("--beat", action="store_true", help="also run beat (the sweeper) during the run")
+    parser.add_argument("--log-level", default="INFO", help="TOOLRELAY_LOG_LEVEL of gateway and worker")
+    parser.add_argument("--profile", metavar="DIR", help="add a run under py-spy; profiles and summary in DIR")
+    parser.add_argument("--json", metavar="FILE", help="write every figure as JSON to FILE")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (kept anyway on failure)")
+    return parser.parse_args(argv)
+
+
+def _terminate(signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    log_dir = Path(tempfile.mkdtemp(prefix="toolrelay-bench-"))
+    print(f"toolrelay benchmark: {os.cpu_count()} cores, Python {platform.python_version()}, logs in {log_dir}")
+    deployment: Deployment | None = None
+    run: Run | None = None
+    ok = False
+    try:
+        deployment = Deployment(log_dir, log_level=args.log_level)
+        run = Run(args, deployment, log_dir)
+        for name in selected(args):
+            run.results[name] = SECTIONS[name](run)
+        ok = True
+    except KeyboardInterrupt:
+        print("\ninterrupted: cleaning up", file=sys.stderr)
+    finally:
+        for cleanup in reversed(run.cleanups if run else []):
+            try:
+                cleanup()
+            except Exception as exc:  # noqa: BLE001 - clean up the rest regardless
+                print(f"cleanup: {exc}", file=sys.stderr)
+        if deployment is not None:
+            if not ok:
+                for process in deployment.processes:
+                    print(f"===== {process.name} =====\n{process.log()[-3000:]}", file=sys.stderr)
+            deployment.close()
+        if ok and not args.keep_logs:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    if run is None or not ok:
+        return 1
+    print()
+    print(table(run.results))
+    if args.json:
+        document = {"options": vars(args), "cores": os.cpu_count(), "phases": run.phases, **run.results}
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        print(f"\nJSON written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The bare Celery baseline's worker: one no-op task that records when it ran, nothing else.
+
+Run by the benchmark as ``celery -A tests.benchmarks.noop_app worker -c N -Q <queue>``. Its Celery
+settings are toolrelay's own (``celery_config``: late acks, prefetch 1, JSON, the visibility timeout),
+so the comparison isolates what toolrelay adds on top of Celery, not a difference in configuration.
+The broker, key prefix, queue and completion list come from ``TOOLRELAY_BENCH_*`` variables.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import cache
+
+import redis
+from celery import Celery
+
+from receipts.settings import Settings
+from workers.celery_app import celery_config
+
+NOOP_TASK = "toolrelay.bench.noop"
+
+
+def make_app(broker_url: str, key_prefix: str, queue: str) -> Celery:
+    """A Celery app with toolrelay's settings on ``broker_url``, routing the no-op task to ``queue``."""
+    app = Celery("toolrelay-bench", set_as_current=False)
+    config = celery_config(Settings(broker_url=broker_url, broker_key_prefix=key_prefix))
+    config.pop("beat_schedule")
+    app.conf.update(config, task_default_queue=queue)
+    return app
+
+
+app = make_app(os.environ.get("TOOLRELAY_BENCH_BROKER_URL", "redis://127.0.0.1:6379/0"),
+               os.environ.get("TOOLRELAY_BENCH_KEY_PREFIX", ""), os.environ.get("TOOLRELAY_BENCH_QUEUE", "bench"))
+
+
+@cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(os.environ.get("TOOLRELAY_BENCH_BROKER_URL", "redis://127.0.0.1:6379/0"))
+
+
+@app.task(name=NOOP_TASK, ignore_result=True)
+def noop(sent: float) -> None:
+    """Do nothing but say when: push ``"<sent> <finished>"`` onto the completion list."""
+    _redis().rpush(os.environ["TOOLRELAY_BENCH_DONE_KEY"], f"{sent} {time.time()}")

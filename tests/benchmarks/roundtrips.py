@@ -1,0 +1,172 @@
+"""Counting proxies for PostgreSQL and Redis: how many round trips (and which statements) one call costs.
+
+Each proxy sits between one toolrelay process and the real server on 127.0.0.1 and only counts:
+
+* a *round trip* is a turn of the conversation: the client sends after the server last answered;
+* PostgreSQL: every ``Query`` or ``Sync`` message ends one, labelled with its SQL (from ``Parse``, or
+  from the prepared statement a ``Bind`` names); SSL is refused so the bytes stay readable;
+* Redis: every command, by name.
+
+Used on its own small sequential run: the proxy adds latency, so it never runs while timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import struct
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+
+SSL_REQUEST = 80877103
+GSSENC_REQUEST = 80877104
+
+
+def _label(sql: str) -> str:
+    """The first words of a statement, enough to tell statements apart."""
+    sql = re.sub(r"\s+", " ", sql).strip()
+    if sql.upper().startswith(("INSERT INTO", "UPDATE", "DELETE FROM")):
+        return " ".join(sql.split(" ")[:3])[:60]
+    if sql.upper().startswith("SELECT"):
+        table = re.search(r"\bFROM (\w+)", sql, re.IGNORECASE)
+        return f"SELECT ... FROM {table.group(1)}" if table else sql[:60]
+    return sql[:60]
+
+
+@dataclass
+class Tally:
+    """What one proxy saw since the last :meth:`reset`."""
+
+    round_trips: int = 0
+    labels: Counter[str] = field(default_factory=Counter)
+
+    def reset(self) -> None:
+        self.round_trips = 0
+        self.labels.clear()
+
+
+class _Conversation:
+    """Turn-taking of one connection: a client send after a server answer starts a round trip."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self.client_turn = False
+
+    def client_sent(self) -> None:
+        if not self.client_turn:
+            self.tally.round_trips += 1
+            self.client_turn = True
+
+    def server_sent(self) -> None:
+        self.client_turn = False
+
+
+class CountingProxy:
+    """A TCP proxy on a free loopback port in a background thread; ``kind`` is "postgres" or "redis"."""
+
+    def __init__(self, kind: str, upstream_port: int) -> None:
+        self.kind = kind
+        self.upstream_port = upstream_port
+        self.tally = Tally()
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=f"proxy-{kind}", daemon=True)
+
+    def start(self) -> CountingProxy:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every proxied connection, then end the thread."""
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+        tasks = asyncio.all_tasks(self._loop)
+        for task in tasks:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        self._loop.close()
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            client_w.close()
+            return
+        talk = _Conversation(self.tally)
+        upstream = self._postgres_client if self.kind == "postgres" else self._redis_client
+        try:
+            await asyncio.gather(upstream(client_r, client_w, server_w, talk), self._pipe(server_r, client_w, talk))
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # one side hung up, or the proxy is stopping
+        finally:
+            for writer in (client_w, server_w):
+                writer.close()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, talk: _Conversation) -> None:
+        while data := await reader.read(65536):
+            talk.server_sent()
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def _postgres_client(self, reader: asyncio.StreamReader, client_w: asyncio.StreamWriter,
+                               server_w: asyncio.StreamWriter, talk: _Conversation) -> None:
+        while True:  # startup: refuse SSL / GSS encryption, forward the startup message itself
+            head = await reader.readexactly(8)
+            length, code = struct.unpack("!ii", head)
+            rest = await reader.readexactly(length - 8)
+            if code in (SSL_REQUEST, GSSENC_REQUEST):
+                client_w.write(b"N")
+                await client_w.drain()
+                continue
+            server_w.write(head + rest)
+            break
+        statements: dict[bytes, str] = {}
+        pending = ""
+        while True:
+            head = await reader.readexactly(5)
+            kind, length = head[:1], struct.unpack("!i", head[1:])[0]
+            body = await reader.readexactly(length - 4)
+            talk.client_sent()
+            if kind == b"P":
+                name, sql = body.split(b"\0", 2)[:2]
+                statements[name] = pending = sql.decode(errors="replace")
+            elif kind == b"B":
+                pending = pending or statements.get(body.split(b"\0", 2)[1], "?")
+            elif kind in (b"Q", b"S"):
+                text = body.rstrip(b"\0").decode(errors="replace") if kind == b"Q" else pending
+                self.tally.labels[_label(text) if text.strip() != ";" else "; (pool_pre_ping)"] += 1
+                pending = ""
+            server_w.write(head + body)
+            await server_w.drain()
+
+    async def _redis_client(self, reader: asyncio.StreamReader, client_w: asyncio.StreamWriter,
+                            server_w: asyncio.StreamWriter, talk: _Conversation) -> None:
+        while True:
+            line = await reader.readline()
+            if not line:
+                return
+            talk.client_sent()
+            chunks = [line]
+            if line.startswith(b"*"):
+                words = []
+                for _ in range(int(line[1:])):
+                    size_line = await reader.readline()
+                    data = await reader.readexactly(int(size_line[1:]) + 2)
+                    chunks += [size_line, data]
+                    words.append(data[:-2])
+                self.tally.labels[words[0].decode(errors="replace").upper() if words else "?"] += 1
+            server_w.write(b"".join(chunks))
+            await server_w.drain()
