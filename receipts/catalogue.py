@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from sqlalchemy import delete, or_, select
 
 from receipts.db import Database, dialect_insert, utcnow
-from receipts.errors import InvalidInput, NotFound
+from receipts.errors import Conflict, InvalidInput, NotFound
 from receipts.records import ToolSpec
 from receipts.tables import tools
 
@@ -57,6 +57,20 @@ class Catalogue:
                     set_={k: v for k, v in values.items() if k not in ("tenant_id", "name")},
                 )
                 conn.execute(stmt)
+
+    def add(self, spec: ToolSpec) -> None:
+        """Insert a new tool definition (a tenant's, over the API); never replaces one.
+
+        Raises:
+            Conflict: this owner already has a tool called ``spec.name``.
+        """
+        check_name(spec.name)
+        values = {name: getattr(spec, name) for name in ToolSpec.__dataclass_fields__}
+        with self.db.transaction() as conn:
+            stmt = dialect_insert(conn)(tools).values(**values, updated_at=utcnow())
+            inserted = conn.execute(stmt.on_conflict_do_nothing(index_elements=["tenant_id", "name"]))
+        if inserted.rowcount == 0:
+            raise Conflict(f"a tool named {spec.name!r} already exists")
 
     def find(self, tenant_id: str, name: str) -> ToolSpec:
         """The tool a tenant calls by ``name``: its own definition first, then a global one.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from receipts.request_templates import public_definition
 from receipts.states import TERMINAL
 
 
@@ -150,7 +151,7 @@ class ToolSpec:
             "max_attempts": self.max_attempts,
         }
         if self.kind in ("api_call", "integration"):
-            data["definition"] = self.definition
+            data["definition"] = public_definition(self.kind, self.definition)  # credentials masked
         return data
 
 

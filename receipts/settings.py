@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     wikipedia_base_url: str = "https://en.wikipedia.org/w/api.php"
     weather_base_url: str = "https://api.open-meteo.com/v1/forecast"
     http_max_bytes: int = 1024 * 1024
+    # Outbound requests of api_call tools and integrations: per-request timeout and redirect hops.
+    outbound_timeout_s: float = 20.0
+    outbound_max_redirects: int = 5
+    # System tools: how deep a tree of calls made with tool_calls_create may grow.
+    max_call_depth: int = 8
 
     @field_validator("tool_modules", "outbound_allow_cidrs", "webhook_retry_schedule", mode="before")
     @classmethod

@@ -298,6 +298,9 @@ class ReceiptStore:
         )
         if receipt is None:
             current = self.get(tenant_id, receipt_id)
+            if current.status == states.WAITING:  # past its deadline; the sweeper is about to expire it
+                raise InvalidTransition(f"the deadline for this result passed at {current.deadline_at.isoformat()}",
+                                        status=current.status)
             raise InvalidTransition(f"receipt is {current.status}, not waiting", status=current.status)
         return receipt
 
