@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from gateway import problems
 from gateway.limits import BodyLimit
-from gateway.routes import health, receipts, tools, webhooks
+from gateway.routes import health, integrations, receipts, tools, webhooks
 from gateway.services import Services
 from gateway.waiters import PostgresListener
 from receipts.db import Database
@@ -61,6 +61,7 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
     app.include_router(receipts.router)
     app.include_router(tools.router)
     app.include_router(webhooks.router)
+    app.include_router(integrations.router)
     app.include_router(health.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

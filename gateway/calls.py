@@ -53,7 +53,8 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     spec = checked.spec
     settings = services.settings
     waiting = spec.kind == "function"
-    deadline = body.timeout_s or (settings.function_deadline_s if waiting else settings.call_deadline_s)
+    # A function tool's timeout_s is how long its calls wait for the client's result (default 24 h).
+    deadline = body.timeout_s or (spec.timeout_s if waiting else settings.call_deadline_s)
     limit = settings.function_deadline_max_s
     if deadline > limit:
         raise Problem.invalid("timeout_s", f"must be at most {limit:g} seconds")

@@ -62,7 +62,7 @@ async def create_tool_call(body: ToolCallRequest, services: ServicesDep, tenant:
     receipt, replayed = await run_in_threadpool(accept, services, tenant, body, idempotency_key)
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
-    if body.wait_s:
+    if body.wait_s and receipt.status != states.WAITING:  # a client-run call waits for its client
         receipt = await wait_for_terminal(services, tenant, receipt, body.wait_s)
     return receipt_response(receipt, 200 if receipt.terminal else 202)
 

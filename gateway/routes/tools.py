@@ -1,16 +1,23 @@
-"""The tool catalogue as the API shows it, natively or in OpenAI's and Anthropic's ``tools`` formats."""
+"""The tool catalogue as the API shows it (natively, or in OpenAI's and Anthropic's ``tools`` formats),
+and the tools a tenant defines itself (function, api_call, integration)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from gateway.deps import ServicesDep, TenantDep
+from gateway.problems import Problem
 from gateway.schemas import PROBLEMS
-from receipts.records import ToolSpec
+from gateway.services import Services
+from gateway.tool_definitions import ToolDefinitions, parse_definition
+from receipts.catalogue import GLOBAL
+from receipts.errors import NotFound
+from receipts.providers import Providers
+from receipts.records import Tenant, ToolSpec
 
 router = APIRouter(prefix="/v1", tags=["tools"])
 
@@ -41,3 +48,55 @@ async def get_tool(name: str, services: ServicesDep, tenant: TenantDep) -> JSONR
     """One tool: kind, description, JSON Schema of its arguments, effect, idempotency, timeout."""
     spec = await run_in_threadpool(services.catalogue.find, tenant.id, name)
     return JSONResponse(spec.to_api())
+
+
+def _define(services: Services, tenant: Tenant, data: dict[str, Any], *, replace: bool,
+            name: str | None = None) -> ToolSpec:
+    """Validate and store a tenant's tool; built-in (global) names cannot be taken."""
+    body = parse_definition(data)
+    if name is not None and body.name != name:
+        raise Problem.invalid("name", "must match the name in the URL")
+    spec = ToolDefinitions(services.settings, Providers(services.db)).build(tenant.id, body)
+    try:
+        existing = services.catalogue.find(tenant.id, spec.name)
+    except NotFound:
+        existing = None
+    if existing is not None and existing.tenant_id == GLOBAL:
+        raise Problem(409, f"{spec.name!r} is a built-in tool; choose another name",
+                      errors=[{"field": "name", "message": "taken by a built-in tool"}])
+    if replace:
+        services.catalogue.publish([spec])
+    else:
+        services.catalogue.add(spec)  # Conflict (409) when the tenant already has one
+    services.tools.forget(tenant.id, spec.name)
+    return spec
+
+
+@router.post("/tools", status_code=201, responses=PROBLEMS)
+async def create_tool(services: ServicesDep, tenant: TenantDep,
+                      body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
+    """Define a tool for this tenant (409 if the name is taken). The body's ``kind`` decides its shape:
+
+    * ``function``: ``{name, description, parameters, timeout_s?}``, run by the client;
+    * ``api_call``: ``{name, description, parameters, request: {method, url, headers?, query?, body?,
+      timeout_s?, follow_redirects?}, effect?, idempotent?}``;
+    * ``integration``: ``{name, provider, method, arguments?, description?, effect?, idempotent?}``.
+    """
+    spec = await run_in_threadpool(_define, services, tenant, body, replace=False)
+    return JSONResponse(spec.to_api(), status_code=201, headers={"Location": f"/v1/tools/{spec.name}"})
+
+
+@router.put("/tools/{name}", responses=PROBLEMS)
+async def replace_tool(name: str, services: ServicesDep, tenant: TenantDep,
+                       body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
+    """Define or replace this tenant's tool ``name`` (same body as POST). Accepted calls keep their contract."""
+    spec = await run_in_threadpool(_define, services, tenant, body, replace=True, name=name)
+    return JSONResponse(spec.to_api())
+
+
+@router.delete("/tools/{name}", status_code=204, responses=PROBLEMS)
+async def delete_tool(name: str, services: ServicesDep, tenant: TenantDep) -> Response:
+    """Remove a tool this tenant defined (built-in tools and other tenants' tools are a 404)."""
+    await run_in_threadpool(services.catalogue.remove, tenant.id, name)
+    services.tools.forget(tenant.id, name)
+    return Response(status_code=204)
