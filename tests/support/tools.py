@@ -101,3 +101,21 @@ async def async_add(a: int, b: int) -> dict[str, int]:
     """Adds two integers, asynchronously."""
     await asyncio.sleep(0)
     return {"sum": a + b}
+
+
+@tool(effect="read", timeout_s=5)
+def short_read(tag: str, seconds: float) -> dict[str, str]:
+    """A read with a short timeout (so a lost lease expires soon): records each start and end."""
+    _record(tag, "start")
+    time.sleep(seconds)
+    _record(tag, "done")
+    return {"tag": tag}
+
+
+@tool(effect="write", idempotent=False, timeout_s=5)
+def short_write(tag: str, seconds: float) -> dict[str, str]:
+    """A non-idempotent write with a short timeout: records its start, sleeps, records its end."""
+    _record(tag, "start")
+    time.sleep(seconds)
+    _record(tag, "done")
+    return {"tag": tag}
