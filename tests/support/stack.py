@@ -38,11 +38,11 @@ def free_port() -> int:
 class Process:
     """A child process in its own session (so a kill reaches its whole tree), logging to a file."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> None:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: Path = ROOT) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+        self.popen = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
                                       start_new_session=True)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
