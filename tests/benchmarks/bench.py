@@ -6,10 +6,11 @@ measures, section by section (each a function ``(Run) -> dict`` in :data:`SECTIO
 
 * ``pipeline``: latency one call at a time, then N echo calls over HTTP at concurrency C (aiohttp);
 * ``celery``: a bare Celery no-op task, same broker, same Celery settings, same worker count;
+* ``webhooks``: webhook deliveries by the worker's dispatcher against a bare aiohttp client;
 * ``round_trips``: SQL and Redis round trips per call, through counting proxies (not timed).
 
-A new section (webhook deliveries, say) is one more function in :data:`SECTIONS` plus its lines in
-:func:`table`. Everything started is stopped, and the database dropped, on exit, error or Ctrl-C.
+A new section is one more function in :data:`SECTIONS` plus its lines in :func:`table`. Everything
+started is stopped, and the database dropped, on exit, error or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks import load, profiles
+import httpx
+
+from tests.benchmarks import load, profiles, webhooks
 from tests.benchmarks.celery_baseline import CeleryBaseline
 from tests.benchmarks.deployment import Deployment
 from tests.benchmarks.pipeline import Pipeline
@@ -122,6 +125,58 @@ def celery_section(run: Run) -> dict[str, Any]:
     return result
 
 
+def webhooks_section(run: Run) -> dict[str, Any]:
+    """The dispatcher (in ``toolrelay worker``) delivering queued messages, against bare aiohttp posts."""
+    args, deployment = run.args, run.deployment
+    count = args.webhooks
+    with run.phase("webhooks: start gateway + worker + receiver"):
+        receiver = webhooks.Receiver(deployment)
+        _, base_url = deployment.start_gateway()
+        deployment.start_worker(args.workers)
+        with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {deployment.api_key}"},
+                          timeout=30) as client:
+            created = client.post("/v1/webhook-endpoints", json={"url": receiver.url,
+                                                                 "event_types": [webhooks.EVENT]})
+            if created.status_code != 201:
+                raise RuntimeError(f"could not register the endpoint: {created.status_code} {created.text}")
+            endpoint = created.json()
+            receiver.use_secret(endpoint["secret"])
+            receipt = client.post("/v1/tool-calls", json={"tool": "echo", "arguments": {"hook": 1},
+                                                          "wait_s": 10}).json()
+        tenant_id = _tenant_of(deployment, endpoint["id"])
+        payload = {"type": webhooks.EVENT, "timestamp": receipt["finished_at"], "data": receipt}
+        publisher = webhooks.sender(services.REDIS_URL, deployment.prefix)
+        deliveries = webhooks.Deliveries(deployment.db, publisher, tenant_id=tenant_id, endpoint_id=endpoint["id"],
+                                         payload=payload)
+        deadline = time.monotonic() + 30
+        while receiver.stats()["requests"] < 1:  # the call's own receipt.succeeded, through the nudge
+            if time.monotonic() > deadline:
+                raise RuntimeError("the echo call's webhook never arrived")
+            time.sleep(0.05)
+        deliveries.run(min(count, 200))  # warm-up
+    result: dict[str, Any] = {}
+    with run.phase(f"webhooks: {count} deliveries by the dispatcher"):
+        result["dispatcher"] = deliveries.run(count)
+    with run.phase(f"webhooks: {count} posts by bare aiohttp"):
+        result["bare_aiohttp"] = webhooks.bare_aiohttp(receiver.url, payload, count, args.concurrency)
+    result["ratio"] = round(result["dispatcher"]["deliveries_per_s"] / result["bare_aiohttp"]["posts_per_s"], 3)
+    stats = receiver.stats()
+    result["signatures"] = {"verified": stats["verified"], "bad": stats["bad_signatures"]}
+    with run.phase("webhooks: stop gateway + worker"):
+        deployment.stop_processes()
+    return result
+
+
+def _tenant_of(deployment: Deployment, endpoint_id: str) -> str:
+    from sqlalchemy import select
+
+    from receipts.tables import webhook_endpoints
+
+    with deployment.db.engine.connect() as conn:
+        return str(conn.execute(select(webhook_endpoints.c.tenant_id)
+                                .where(webhook_endpoints.c.id == endpoint_id)).scalar_one())
+
+
 def round_trips_section(run: Run) -> dict[str, Any]:
     """SQL statements and Redis commands per call, gateway and worker apart (a run of its own, untimed)."""
     calls, deployment = run.args.round_trips, run.deployment
@@ -170,6 +225,7 @@ def _count_receipts(deployment: Deployment) -> int:
 SECTIONS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "pipeline": pipeline_section,
     "celery": celery_section,
+    "webhooks": webhooks_section,
     "round_trips": round_trips_section,
 }
 
@@ -178,6 +234,8 @@ def selected(args: argparse.Namespace) -> list[str]:
     names = ["pipeline"]
     if not args.skip_celery:
         names.append("celery")
+    if args.webhooks:
+        names.append("webhooks")
     if args.round_trips:
         names.append("round_trips")
     return names
@@ -224,6 +282,14 @@ def table(results: dict[str, Any]) -> str:
     failures = tput.get("rejected", 0) + tput.get("not_success", 0) + low.get("rejected", 0) + low.get(
         "not_success", 0)
     rows.append(("rejected or not success", str(failures), "0"))
+    hooks = results.get("webhooks", {})
+    if hooks:
+        signatures = hooks["signatures"]
+        rows += [("webhook deliveries/s (dispatcher)", f"{hooks['dispatcher']['deliveries_per_s']}", ""),
+                 ("bare aiohttp posts/s, same bodies", f"{hooks['bare_aiohttp']['posts_per_s']}", ""),
+                 ("ratio dispatcher / bare aiohttp", f"{hooks['ratio']:.2f}x", ">= 0.15x"),
+                 ("attempts logged / signatures ok / bad",
+                  f"{hooks['dispatcher']['attempts_logged']} / {signatures['verified']} / {signatures['bad']}", "")]
     trips = results.get("round_trips", {})
     for role in ("gateway", "worker"):
         if trips:
@@ -243,6 +309,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="worker processes (celery -c), both sides")
     parser.add_argument("--low-load-calls", type=int, default=200, help="calls one at a time (0: skip)")
     parser.add_argument("--skip-celery", action="store_true", help="do not measure the bare Celery baseline")
+    parser.add_argument("--webhooks", type=int, default=2000, help="webhook messages to deliver (0: skip)")
     parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
     parser.add_argument("--beat", action="store_true", help="also run beat (the sweeper) during the run")
     parser.add_argument("--log-level", default="INFO", help="TOOLRELAY_LOG_LEVEL of gateway and worker")

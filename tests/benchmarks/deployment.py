@@ -68,6 +68,9 @@ class Deployment:
             "TOOLRELAY_BROKER_URL": services.REDIS_URL,
             "TOOLRELAY_BROKER_KEY_PREFIX": self.prefix,
             "TOOLRELAY_LOG_LEVEL": self.log_level,
+            # Webhooks: secrets are encrypted at rest, and the benchmark's receiver lives on loopback.
+            "TOOLRELAY_SECRET_KEY": "benchmark-secret-key",
+            "TOOLRELAY_OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8",
         }
         self.db = Database.from_settings(Settings(database_url=self.database_url), pool_size=2)
         upgrade(self.db)

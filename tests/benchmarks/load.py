@@ -86,10 +86,11 @@ async def _submit_all(base_url: str, api_key: str, calls: int, concurrency: int,
 
 def submit(base_url: str, api_key: str, calls: int, concurrency: int, wait_s: float | None = None) -> Batch:
     """POST ``calls`` echo calls, ``concurrency`` in flight at a time (1 = one after the other)."""
-    return _run(_submit_all(base_url, api_key, calls, concurrency, wait_s))
+    return run_async(_submit_all(base_url, api_key, calls, concurrency, wait_s))
 
 
-def _run(coro: Any) -> Any:
+def run_async(coro: Any) -> Any:
+    """Run ``coro`` to completion on uvloop (asyncio's own loop when uvloop is missing)."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvicorn[standard] brings it
