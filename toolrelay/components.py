@@ -12,11 +12,12 @@ from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from webhooks.tasks import install as install_webhooks
 from workers.celery_app import make_celery
+from workers.kinds import build_kinds
 
 
 def build_celery(settings: Settings, *, store: ReceiptStore | None = None) -> Celery:
     """The Celery app a ``toolrelay worker``/``beat``/``dev`` process runs."""
-    app = make_celery(settings, store=store)
+    app = make_celery(settings, store=store, kinds=build_kinds)  # + api_call, integration, system
     services = app.toolrelay  # type: ignore[attr-defined]
     # Webhooks: the deliver task and its beat entry; every transition a worker records nudges the dispatcher.
     install_webhooks(app, settings, db=lambda: services.db)

@@ -88,6 +88,10 @@ class WorkerServices:
         Catalogue(self.db).publish(self.registry.specs())
         log.info("published %d tools to the catalogue: %s", len(self.registry.specs()),
                  ", ".join(sorted(spec.name for spec in self.registry.specs())))
+        for kind in self.executor.kinds.values():  # kinds with tools of their own (system, integration)
+            publish = getattr(kind, "publish", None)
+            if callable(publish):
+                publish(self.db)
 
     def after_fork(self) -> None:
         """Drop connections inherited from the parent process; the child opens its own."""

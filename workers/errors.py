@@ -4,7 +4,9 @@
 
     ToolFailure                  base: the tool ran and failed
     ├── ToolError                permanent: retrying cannot help (error.code "tool_error")
-    │   └── InvalidArguments     the arguments were wrong (error.code "invalid_arguments")
+    │   ├── InvalidArguments     the arguments were wrong (error.code "invalid_arguments")
+    │   ├── Forbidden            refused by policy, e.g. the SSRF guard (error.code "forbidden")
+    │   └── ToolNotFound         what the call names does not exist for its tenant (error.code "not_found")
     ├── RetryableError           transient: retried if the tool is read or idempotent
     │   └── UpstreamError        a remote service failed (error.code "upstream_error")
     └── ToolTimeout              the attempt ran out of time (error.code "timeout")
@@ -41,6 +43,18 @@ class InvalidArguments(ToolError):
     """The arguments are not valid for this tool."""
 
     code = "invalid_arguments"
+
+
+class Forbidden(ToolError):
+    """The request is refused by policy."""
+
+    code = "forbidden"
+
+
+class ToolNotFound(ToolError):
+    """What the call names does not exist (for this tenant)."""
+
+    code = "not_found"
 
 
 class RetryableError(ToolFailure):
