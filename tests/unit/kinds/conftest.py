@@ -1,0 +1,181 @@
+"""Tool kinds on the embedded store (SQLite): the real executor and kind runners, the real gateway app.
+
+Nothing here is mocked but the broker: a recording sender stands in for Celery's ``send_task``.
+Upstreams are real servers on loopback (tests/support), reached through the real SSRF guard with
+127.0.0.0/8 allow-listed (tests that check the guard itself build a worker without the allow-list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import TypeAdapter
+
+from gateway.app import create_app
+from gateway.tool_definitions import ToolDefinition, ToolDefinitions
+from receipts import states
+from receipts.catalogue import Catalogue
+from receipts.db import Database
+from receipts.integration_setups import IntegrationSetups
+from receipts.messages import EXECUTE_TASK
+from receipts.outbound import OutboundGuard
+from receipts.providers import Providers
+from receipts.records import Receipt, ToolSpec
+from receipts.secretbox import SecretBox
+from receipts.settings import Settings
+from receipts.store import NewCall, ReceiptStore
+from receipts.tenants import Tenants
+from workers import egress
+from workers.backoff import Backoff
+from workers.execution import Executor
+from workers.integrations import builtin_providers
+from workers.kinds.api_call import ApiCallKind
+from workers.kinds.integration import IntegrationKind
+from workers.kinds.system import SPECS, SystemKind
+from workers.runner import Runner
+
+SECRET = "unit-test-secret"
+LOOPBACK = "127.0.0.0/8"
+
+
+@dataclass
+class Sent:
+    name: str
+    args: list[Any]
+    options: dict[str, Any]
+
+
+@dataclass
+class RecordingSender:
+    """Stands in for Celery's ``send_task``."""
+
+    sent: list[Sent] = field(default_factory=list)
+
+    def send_task(self, name: str, args: Any = None, **options: Any) -> None:
+        self.sent.append(Sent(name, list(args or []), options))
+
+    def executes(self) -> list[str]:
+        return [message.args[0] for message in self.sent if message.name == EXECUTE_TASK]
+
+
+def make_settings(db: Database, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"database_url": db.engine.url.render_as_string(hide_password=False),
+                              "secret_key": SECRET, "outbound_allow_cidrs": [LOOPBACK], "http_max_bytes": 64 * 1024,
+                              "outbound_timeout_s": 5.0}
+    values.update(overrides)
+    return Settings(**values)
+
+
+class Worker:
+    """A worker process's executor with the api_call, integration and system kinds, on one database."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings
+        self.store = ReceiptStore(db)
+        self.catalogue = Catalogue(db)
+        self.sender = RecordingSender()
+        self.setups = IntegrationSetups(db, lambda: SecretBox(settings.secret_key))
+        guard_clients = egress.Clients(OutboundGuard(settings.outbound_allow_cidrs))
+        self.integration = IntegrationKind(self.catalogue, self.setups, builtin_providers(), settings)
+        self.system = SystemKind(self.store, self.catalogue, self.sender, settings)
+        kinds = {"api_call": ApiCallKind(self.catalogue, settings, guard_clients), "integration": self.integration,
+                 "system": self.system}
+        self.executor = Executor(self.store, kinds, self.sender, backoff=Backoff(0.2, 2.0, 1.0, jitter=0.0),
+                                 lease_grace_s=2.0, runner=Runner())
+        self.integration.publish(db)
+        self.system.publish(db)
+        self.tenant = Tenants(db).ensure("acme").id
+        self.other_tenant = Tenants(db).ensure("intruders").id
+
+    def define(self, body: dict[str, Any], tenant_id: str | None = None) -> ToolSpec:
+        """Define a tool as ``POST /v1/tools`` would (same validation), straight into the catalogue."""
+        model = TypeAdapter(ToolDefinition).validate_python(body)
+        spec = ToolDefinitions(self.settings, Providers(self.db)).build(tenant_id or self.tenant, model)
+        self.catalogue.publish([spec])
+        return spec
+
+    def submit(self, tool: str, arguments: dict[str, Any] | None = None, *, tenant_id: str | None = None,
+               deadline_s: float = 600, **options: Any) -> Receipt:
+        tenant = tenant_id or self.tenant
+        spec = self.catalogue.find(tenant, tool)
+        status = states.WAITING if spec.kind == "function" else states.PENDING
+        receipt, _ = self.store.create(NewCall(tenant_id=tenant, tool=spec, arguments=arguments or {},
+                                               deadline_s=deadline_s, **options), status=status)
+        return receipt
+
+    def execute(self, receipt_id: str) -> Receipt:
+        """Run one attempt now; returns the receipt as recorded."""
+        current = self.store.load(receipt_id)
+        assert current is not None
+        recorded = self.executor.execute(receipt_id, lease_s=current.timeout_s + 2)
+        assert recorded is not None, "the receipt was not claimable"
+        return recorded
+
+    def run(self, tool: str, arguments: dict[str, Any] | None = None, **options: Any) -> Receipt:
+        """Submit and run one attempt."""
+        return self.execute(self.submit(tool, arguments, **options).id)
+
+
+@pytest.fixture
+def worker(sqlite_db: Database) -> Worker:
+    return Worker(sqlite_db, make_settings(sqlite_db))
+
+
+@dataclass
+class Gateway:
+    client: TestClient
+    db: Database
+    store: ReceiptStore
+    sender: RecordingSender
+    key: str
+    other_key: str
+    tenant_id: str
+
+    def headers(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.key}"}
+
+    def post(self, path: str, body: Any, key: str | None = None) -> Any:
+        return self.client.post(path, json=body, headers=self.headers(key))
+
+    def put(self, path: str, body: Any, key: str | None = None) -> Any:
+        return self.client.put(path, json=body, headers=self.headers(key))
+
+    def get(self, path: str, key: str | None = None, **params: Any) -> Any:
+        return self.client.get(path, headers=self.headers(key), params=params)
+
+    def delete(self, path: str, key: str | None = None) -> Any:
+        return self.client.delete(path, headers=self.headers(key))
+
+
+@pytest.fixture
+def gateway(sqlite_db: Database) -> Iterator[Gateway]:
+    """The real app on SQLite, with the providers and system tools published as a worker would."""
+    settings = make_settings(sqlite_db, outbound_allow_cidrs=[])  # the SSRF guard as in production
+    store = ReceiptStore(sqlite_db)
+    IntegrationKind(Catalogue(sqlite_db), IntegrationSetups(sqlite_db, lambda: SecretBox(SECRET)),
+                    builtin_providers(), settings).publish(sqlite_db)
+    Catalogue(sqlite_db).publish([*SPECS, ToolSpec(name="echo", kind="python", description="Echo.",
+                                                   parameters={"type": "object"})])
+    tenants = Tenants(sqlite_db)
+    key, other_key = tenants.create_key("acme"), tenants.create_key("intruders")
+    tenant = tenants.for_key(key)
+    assert tenant is not None
+    sender = RecordingSender()
+    with TestClient(create_app(settings, store=store, sender=sender)) as client:
+        yield Gateway(client, sqlite_db, store, sender, key, other_key, tenant.id)
+
+
+def assert_problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
+    """An RFC 9457 problem with ``status`` (and, if given, an error naming ``field``)."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status and body["detail"]
+    if field is not None:
+        assert field in [err["field"] for err in body.get("errors") or []], body
+    return body
