@@ -11,11 +11,14 @@ The flow of one attempt (DESIGN.md, guarantees 2, 3 and 5)::
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
 from collections.abc import Mapping
 from typing import Any, Protocol
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from receipts import states
 from receipts.db import utcnow
@@ -24,7 +27,7 @@ from receipts.records import Receipt
 from receipts.store import Outcome, ReceiptStore, error
 from workers.backoff import Backoff
 from workers.context import ToolContext
-from workers.errors import ToolFailure
+from workers.errors import ToolError, ToolFailure
 from workers.registry import Registry
 from workers.runner import Invocation, Runner
 
@@ -52,11 +55,29 @@ class PythonKind:
         return Invocation(item.fn, item.arguments.bind(arguments, context), item.is_async)
 
 
+def json_output(value: Any) -> Any:
+    """``value`` as the JSON the receipt stores, converted as pydantic does (datetimes, UUIDs, decimals, models).
+
+    Checked here, before the fenced write: a value with no JSON form (or NaN, which PostgreSQL's
+    jsonb refuses) would otherwise fail the write itself and leave the receipt running until its
+    lease expired — and a non-idempotent write that did finish would then be reported outcome_unknown.
+
+    Raises:
+        ToolError: the value cannot be stored as JSON.
+    """
+    try:
+        converted = to_jsonable_python(value)
+        json.dumps(converted, allow_nan=False)
+    except (PydanticSerializationError, TypeError, ValueError) as exc:
+        raise ToolError(f"the tool returned a value that cannot be stored as JSON: {exc}") from exc
+    return converted
+
+
 def failure_error(exc: BaseException) -> dict[str, Any]:
     """The receipt ``error`` for an exception a tool raised."""
     if isinstance(exc, ToolFailure):
         return error(exc.code, exc.message, retryable=exc.retryable, retry_after_ms=exc.retry_after_ms,
-                     details=exc.details)
+                     details=to_jsonable_python(exc.details, fallback=repr))
     # An unexpected exception: report it, and let retry-safe tools try again.
     return error("tool_error", f"{type(exc).__name__}: {exc}", retryable=True)
 
@@ -95,7 +116,7 @@ class Executor:
             kind = self.kinds.get(receipt.kind)
             if kind is None:
                 raise ToolFailure(f"this worker cannot run tools of kind {receipt.kind!r}")
-            output = self.runner.run(kind.prepare(receipt, context), timeout)
+            output = json_output(self.runner.run(kind.prepare(receipt, context), timeout))
         except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
             return self._failed(receipt, exc)
         recorded = self.store.finish(receipt.id, receipt.attempt, Outcome(states.SUCCESS, output=output),
