@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -92,7 +94,20 @@ def wait_for_release() -> dict[str, str]:
     return {"done": "released"}
 
 
-TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release]
+@tool(effect="write", idempotent=False)
+def returns(kind: str) -> Any:
+    """Returns values that are not plain JSON."""
+    CALLS.append(kind)
+    if kind == "datetime":
+        return {"at": datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC), "id": uuid.UUID(int=1), "n": Decimal("1.5")}
+    if kind == "nan":
+        return {"value": float("nan")}
+    if kind == "details":
+        raise ToolError("refused", details={"when": datetime(2030, 1, 1, tzinfo=UTC), "what": object()})
+    return {"thing": object()}
+
+
+TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release, returns]
 
 
 @pytest.fixture(autouse=True)
@@ -340,3 +355,32 @@ def test_without_a_lease_in_the_message_the_claim_takes_timeout_plus_grace(store
     RELEASE.set()
     runner.join(10)
     assert store.get(TENANT, receipt.id).status == "success"
+
+
+def test_output_is_converted_to_json_like_pydantic_does(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, returns, {"kind": "datetime"})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "success"
+    assert done.output == {"at": "2030-01-02T03:04:05Z", "id": "00000000-0000-0000-0000-000000000001", "n": "1.5"}
+
+
+@pytest.mark.parametrize("kind", ["object", "nan"])
+def test_output_with_no_json_form_fails_the_call_at_once(store: ReceiptStore, executor: Executor,
+                                                        sender: RecordingSender, kind: str) -> None:
+    receipt = submit(store, returns, {"kind": kind})
+    done = executor.execute(receipt.id)
+    assert done is not None
+    assert done.status == "failed"  # not left running for the sweeper to call outcome_unknown
+    assert done.error["code"] == "tool_error"  # type: ignore[index]
+    assert "JSON" in done.error["message"]  # type: ignore[index]
+    assert sender.sent == []
+    assert store.get(TENANT, receipt.id).status == "failed"
+
+
+def test_error_details_with_no_json_form_are_still_recorded(store: ReceiptStore, executor: Executor) -> None:
+    receipt = submit(store, returns, {"kind": "details"})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"
+    details = done.error["details"]  # type: ignore[index]
+    assert details["when"] == "2030-01-01T00:00:00Z"
+    assert details["what"].startswith("<object object")
