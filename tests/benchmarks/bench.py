@@ -234,10 +234,10 @@ def selected(args: argparse.Namespace) -> list[str]:
     names = ["pipeline"]
     if not args.skip_celery:
         names.append("celery")
+    if args.round_trips:
+        names.append("round_trips")  # before webhooks: its endpoint would add deliveries to every call
     if args.webhooks:
         names.append("webhooks")
-    if args.round_trips:
-        names.append("round_trips")
     return names
 
 
