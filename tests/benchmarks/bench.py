@@ -273,7 +273,9 @@ def table(results: dict[str, Any]) -> str:
     if bare:
         rows += [("bare Celery round trip p50/p99 ms (low)", _pair(bare.get("round_trip")), ""),
                  ("bare Celery under load p50/p99 ms", _pair(bare["throughput"]["under_load"]), ""),
-                 ("bare Celery publish rate (tasks/s)", f"{bare['throughput']['publish_per_s']}", "")]
+                 ("bare Celery publish rate (tasks/s)", f"{bare['throughput']['publish_per_s']}", ""),
+                 ("bare Celery CPU ms/task worker / client",
+                  " / ".join(f"{v:.2f}" for v in bare["throughput"]["cpu_ms_per_task"].values()), "")]
     cpu = tput.get("cpu_ms_per_call", {})
     if cpu:
         rows.append(("CPU ms/call gw / worker / pg / client",

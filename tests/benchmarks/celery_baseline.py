@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from tests.benchmarks import load
-from tests.benchmarks.deployment import Deployment, wait_until
+from tests.benchmarks.deployment import Deployment, tree_cpu_s, wait_until
 from tests.benchmarks.noop_app import NOOP_TASK, make_app
 from tests.support import services
 
@@ -55,6 +55,7 @@ class CeleryBaseline:
     def throughput(self, count: int) -> dict[str, Any]:
         """Publish ``count`` tasks from this one client as fast as it can, then wait for them all."""
         self.redis.delete(self.done_key)
+        cpu_before = tree_cpu_s(self.process.popen.pid), time.process_time()
         first = time.time()
         for _ in range(count):
             self._send()
@@ -64,6 +65,7 @@ class CeleryBaseline:
             if time.monotonic() > stalled_at:
                 raise RuntimeError(f"bare Celery: {done} of {count} tasks done after 60 s")
             time.sleep(0.01)
+        cpu_after = tree_cpu_s(self.process.popen.pid), time.process_time()
         records = [tuple(map(float, item.split())) for item in self.redis.lrange(self.done_key, 0, -1)]
         last = max(finished for _, finished in records)
         return {
@@ -71,6 +73,8 @@ class CeleryBaseline:
             "tasks_per_s": round(count / (last - first), 1),
             "publish_per_s": round(count / (published - first), 1),
             "under_load": load.ms([finished - sent for sent, finished in records]),
+            "cpu_ms_per_task": {"worker": round((cpu_after[0] - cpu_before[0]) * 1000 / count, 3),
+                                "publisher": round((cpu_after[1] - cpu_before[1]) * 1000 / count, 3)},
         }
 
     def close(self) -> None:
