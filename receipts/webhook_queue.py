@@ -13,6 +13,7 @@ the message, the late result is logged as an attempt but does not overwrite the 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -109,26 +110,36 @@ class DeliveryQueue:
         now = now or utcnow()
         m = webhook_messages.c
         with self.db.transaction() as conn:
-            conn.execute(
-                webhook_attempts.insert(),
-                [
-                    {"message_id": r.message_id, "endpoint_id": r.endpoint_id, "at": r.at, "success": r.success,
-                     "status_code": r.status_code, "latency_ms": r.latency_ms, "response": r.response,
-                     "error": r.error}
-                    for r in results
-                ],
-            )
-            conn.execute(
-                update(webhook_messages)
-                .where(m.id == bindparam("b_id"), m.locked_until == bindparam("b_lease"))
-                .values(status=bindparam("b_status"), attempts=bindparam("b_attempts"),
-                        next_attempt_at=bindparam("b_next"), locked_until=None, updated_at=now),
-                [
-                    {"b_id": r.message_id, "b_lease": r.lease, "b_status": r.status, "b_attempts": r.attempts,
-                     "b_next": r.next_attempt_at}
-                    for r in results
-                ],
-            )
+            # With RETURNING, SQLAlchemy sends an executemany as batched multi-row INSERTs ("insertmanyvalues")
+            # from one cached statement; without it the driver would make one protocol round per attempt.
+            conn.execute(webhook_attempts.insert().returning(webhook_attempts.c.id), [
+                {"message_id": r.message_id, "endpoint_id": r.endpoint_id, "at": r.at, "success": r.success,
+                 "status_code": r.status_code, "latency_ms": r.latency_ms, "response": r.response, "error": r.error}
+                for r in results
+            ])
+            # Finished messages of one claim share their lease, status and (mostly) attempt count: one
+            # UPDATE per such group; messages to retry each have their own due time: one executemany.
+            groups: dict[tuple[str, int, datetime], list[str]] = defaultdict(list)
+            retries = []
+            for r in results:
+                if r.next_attempt_at is None:
+                    groups[(r.status, r.attempts, r.lease)].append(r.message_id)
+                else:
+                    retries.append({"b_id": r.message_id, "b_lease": r.lease, "b_status": r.status,
+                                    "b_attempts": r.attempts, "b_next": r.next_attempt_at})
+            for (status, attempts, lease), ids in groups.items():
+                conn.execute(
+                    update(webhook_messages).where(m.id.in_(ids), m.locked_until == lease)
+                    .values(status=status, attempts=attempts, next_attempt_at=None, locked_until=None, updated_at=now)
+                )
+            if retries:
+                conn.execute(
+                    update(webhook_messages)
+                    .where(m.id == bindparam("b_id"), m.locked_until == bindparam("b_lease"))
+                    .values(status=bindparam("b_status"), attempts=bindparam("b_attempts"),
+                            next_attempt_at=bindparam("b_next"), locked_until=None, updated_at=now),
+                    retries,
+                )
             self._health(conn, results, now)
 
     def _health(self, conn: Any, results: Sequence[Settled], now: datetime) -> None:

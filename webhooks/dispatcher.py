@@ -35,7 +35,7 @@ from webhooks.transport import Transport
 log = logging.getLogger(__name__)
 
 LEASE_MARGIN_S = 5.0
-FLUSH_S = 0.05  # record finished attempts at least this often
+FLUSH_S = 0.1  # record finished attempts at least this often, or as soon as half a batch has finished
 IDLE_CLAIM_S = 0.25  # with requests still in flight and nothing due, look for new work this often
 
 
@@ -72,6 +72,7 @@ class Dispatcher:
         self.timeout_s = timeout_s
         self.batch = max(batch, 1)
         self.concurrency = max(min(concurrency, self.batch), 1)
+        self.flush_size = max(self.batch // 2, self.concurrency)
 
     @property
     def lease_s(self) -> float:
@@ -111,7 +112,7 @@ class Dispatcher:
                     break
                 done, inflight = await asyncio.wait(inflight, timeout=FLUSH_S, return_when=asyncio.FIRST_COMPLETED)
                 finished.extend(task.result() for task in done)
-                if finished and (not inflight or len(finished) >= self.concurrency
+                if finished and (not inflight or len(finished) >= self.flush_size
                                  or time.monotonic() - last_flush >= FLUSH_S):
                     await self._record(finished, totals)
                     finished = []

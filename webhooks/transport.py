@@ -70,6 +70,7 @@ class Transport:
         self.timeout_s = timeout_s
         self.connections = connections
         self._session: aiohttp.ClientSession | None = None
+        self._prechecked: dict[str, str | None] = {}  # the verdict on a URL string never changes
 
     async def __aenter__(self) -> Transport:
         connector = aiohttp.TCPConnector(limit=self.connections, resolver=GuardedResolver(self.guard),
@@ -86,6 +87,14 @@ class Transport:
 
     def _precheck(self, url: str) -> str | None:
         """Why ``url`` cannot be requested at all (scheme, host, an IP literal refused), or None."""
+        if url in self._prechecked:
+            return self._prechecked[url]
+        if len(self._prechecked) > 10_000:
+            self._prechecked.clear()
+        verdict = self._prechecked[url] = self._judge(url)
+        return verdict
+
+    def _judge(self, url: str) -> str | None:
         try:
             parsed = URL(url)
         except (ValueError, TypeError):

@@ -117,8 +117,11 @@ class Receiver:
             def log_message(self, *_: Any) -> None:
                 pass
 
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # the default 5 drops SYNs when many connections open at once
+
         self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         self._server = server
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
