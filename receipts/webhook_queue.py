@@ -78,10 +78,11 @@ class DeliveryQueue:
     def _claimed(row: Any, endpoints: dict[str, Any], rings: dict[str, Any], lease: datetime,
                  now: datetime) -> Claimed:
         refusal = None
+        secrets: tuple[str, ...] = ()
         if row["endpoint_id"] is not None:
             endpoint = endpoints.get(row["endpoint_id"])
             if endpoint is None:
-                url, secrets, refusal = "", (), "not sent: the endpoint was deleted"
+                url, refusal = "", "not sent: the endpoint was deleted"
             else:
                 url, secrets = endpoint["url"], tokens(list(endpoint["secrets"]), now)
                 if not endpoint["enabled"]:

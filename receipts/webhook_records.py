@@ -46,7 +46,7 @@ class Endpoint:
     updated_at: datetime
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Endpoint:
+    def from_row(cls, row: Mapping[Any, Any]) -> Endpoint:
         return cls(
             id=row["id"],
             tenant_id=row["tenant_id"],
@@ -99,7 +99,7 @@ class Attempt:
     error: str | None
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Attempt:
+    def from_row(cls, row: Mapping[Any, Any]) -> Attempt:
         return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
 
     def to_api(self) -> dict[str, Any]:
@@ -130,7 +130,7 @@ class Delivery:
     attempts: list[Attempt]
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], attempts: list[Attempt]) -> Delivery:
+    def from_row(cls, row: Mapping[Any, Any], attempts: list[Attempt]) -> Delivery:
         return cls(
             id=row["id"],
             endpoint_id=row["endpoint_id"],
