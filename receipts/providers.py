@@ -59,7 +59,7 @@ class ProviderMethod:
         return sorted(name for name, prop in properties.items() if prop.get("writeOnly"))
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ProviderMethod:
+    def from_row(cls, row: Mapping[Any, Any]) -> ProviderMethod:
         definition = row["definition"]
         return cls(
             provider=definition["provider"],
@@ -120,11 +120,12 @@ class Providers:
                     set_={k: v for k, v in values.items() if k not in ("tenant_id", "name")},
                 ))
 
-    def list(self) -> list[ProviderMethod]:
+    def all(self) -> list[ProviderMethod]:
         """Every published method, by provider then method."""
         with self.db.engine.connect() as conn:
-            rows = conn.execute(select(tools).where(tools.c.tenant_id == OWNER).order_by(tools.c.name)).mappings()
-            return [ProviderMethod.from_row(row) for row in rows]
+            rows = conn.execute(
+                select(tools).where(tools.c.tenant_id == OWNER).order_by(tools.c.name)).mappings().all()
+        return [ProviderMethod.from_row(row) for row in rows]
 
     def methods(self, provider: str) -> list[ProviderMethod]:
         """The methods of one provider.
@@ -132,7 +133,7 @@ class Providers:
         Raises:
             NotFound: no worker has published this provider.
         """
-        found = [item for item in self.list() if item.provider == provider]
+        found = [item for item in self.all() if item.provider == provider]
         if not found:
             raise NotFound(f"no integration provider {provider!r}; see GET /v1/integrations")
         return found

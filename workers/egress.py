@@ -89,7 +89,7 @@ def guarded_transport(guard: OutboundGuard, *, verify: bool = True) -> httpx.Asy
     """An httpx transport whose every connection passes the SSRF guard."""
     transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False, retries=0)
     pool = transport._pool  # the public API has no hook for the network backend; swap it in place
-    pool._network_backend = GuardedBackend(pool._network_backend, guard)  # type: ignore[union-attr]
+    pool._network_backend = GuardedBackend(pool._network_backend, guard)  # type: ignore[union-attr,assignment]
     return transport
 
 

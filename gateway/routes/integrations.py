@@ -61,7 +61,7 @@ async def list_integrations(services: ServicesDep, tenant: TenantDep) -> JSONRes
     def load() -> list[dict[str, Any]]:
         configured = setups(services).configured(tenant.id)
         providers: dict[str, dict[str, Any]] = {}
-        for method in Providers(services.db).list():
+        for method in Providers(services.db).all():
             entry = providers.setdefault(method.provider, {
                 "provider": method.provider,
                 "description": method.provider_description,

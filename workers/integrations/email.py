@@ -85,7 +85,7 @@ def send_blocking(values: Values, message: EmailMessage, timeout_s: float) -> di
             refused = smtp.send_message(message, from_addr=values["from_address"], to_addrs=recipients)
     except smtplib.SMTPRecipientsRefused as exc:
         codes = {addr: [code, _text(msg)] for addr, (code, msg) in exc.recipients.items()}
-        temporary = all(400 <= code < 500 for code, _ in codes.values())
+        temporary = all(400 <= code < 500 for code, _ in exc.recipients.values())
         raise UpstreamError("the SMTP server refused every recipient", retryable=temporary,
                             details={"refused": codes}) from None
     except smtplib.SMTPAuthenticationError as exc:

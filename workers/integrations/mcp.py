@@ -59,7 +59,7 @@ async def _session(values: Values, call: Call, action: Callable[[Client], Awaita
     url = values["url"]
     transport = httpx2.AsyncHTTPTransport(trust_env=False, retries=0)
     pool = transport._pool  # swap in the guarded network backend (no public hook for it)
-    pool._network_backend = GuardedBackend(pool._network_backend, call.guard)  # type: ignore[union-attr]
+    pool._network_backend = GuardedBackend(pool._network_backend, call.guard)  # type: ignore[union-attr,assignment]
     timeout = call.request_timeout()
     headers = {"User-Agent": USER_AGENT, **(values.get("headers") or {})}
     try:
