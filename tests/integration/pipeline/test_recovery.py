@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -82,3 +83,43 @@ def test_lost_broker_message_is_republished_by_the_sweeper(tmp_path: Path) -> No
         assert final["output"] == {"lost": True}
         assert final["attempt"] == 1
         assert "republished 1" in "\n".join(p.log() for p in stack.processes if p.name == "worker2")
+
+
+def pool_children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (a Celery worker's prefork pool)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def test_pool_processes_killed_mid_run_the_same_worker_recovers(tmp_path: Path) -> None:
+    """Only the pool children die (as under the OOM killer): Celery re-queues their messages, the
+    redelivery finds the receipt claimed and is dropped, and the sweeper settles it after the lease."""
+    with running_stack(tmp_path) as stack:
+        read = post(stack, "short_read", {"tag": "read", "seconds": 3})
+        write = post(stack, "short_write", {"tag": "write", "seconds": 3})
+        wait_until(lambda: all(effects(stack.effects, tag, "start") == 1 for tag in ("read", "write")),
+                   30, "both tools to be running")
+        worker = next(p for p in stack.processes if p.name == "worker1")
+        children = pool_children(worker.popen.pid)
+        assert len(children) == 2
+        for child in children:
+            os.kill(child, signal.SIGKILL)
+
+        read_final = stack.wait_terminal(read, timeout=90)
+        write_final = stack.wait_terminal(write, timeout=90)
+        assert worker.popen.poll() is None  # the worker itself lived on
+
+        assert read_final["status"] == "success", stack.logs()
+        assert read_final["attempt"] == 2
+        assert effects(stack.effects, "read", "start") == 2
+        assert write_final["status"] == "failed", stack.logs()
+        assert write_final["error"]["code"] == "outcome_unknown"
+        assert effects(stack.effects, "write", "start") == 1
+        assert effects(stack.effects, "write", "done") == 0
