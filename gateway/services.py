@@ -81,7 +81,7 @@ class Services:
         # transitions made here (cancel, a client's result), so their messages go out at once.
         self.webhooks = WebhookStore(db, settings.secret_key)
         self.outbound_guard = OutboundGuard(settings.outbound_allow_cidrs)
-        self.store.subscribe(Nudger(sender))
+        self.store.subscribe(Nudger(sender, db=db))
 
     def broker_ping(self) -> None:
         """Open (and close) a broker connection; raises when the broker is unreachable."""

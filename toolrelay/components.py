@@ -19,7 +19,7 @@ def build_celery(settings: Settings, *, store: ReceiptStore | None = None) -> Ce
     """The Celery app a ``toolrelay worker``/``beat``/``dev`` process runs."""
     app = make_celery(settings, store=store, kinds=build_kinds)  # + api_call, integration, system
     services = app.toolrelay  # type: ignore[attr-defined]
-    # Webhooks: the deliver task and its beat entry; every transition a worker records nudges the dispatcher.
+    # Webhooks: the deliver task and its beat entry; transitions that wrote outbox rows nudge the dispatcher.
     install_webhooks(app, settings, db=lambda: services.db)
-    services.store.subscribe(Nudger(app))
+    services.store.subscribe(Nudger(app, db=services.db))
     return app
