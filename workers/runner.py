@@ -43,19 +43,23 @@ class Runner:
         """The invocation's result, or :class:`ToolTimeout` after ``timeout`` seconds."""
         if timeout <= 0:
             raise ToolTimeout("no time left before the call's deadline")
+        future: concurrent.futures.Future[Any]
         if invocation.is_async:
-            coro = asyncio.wait_for(invocation.fn(**invocation.kwargs), timeout)
-            future = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
-            # A little slack: wait_for cancels on time unless the tool blocks the loop itself.
-            return self._wait(future, timeout + 1.0, invocation)
-        return self._wait(self._threads().submit(invocation.fn, **invocation.kwargs), timeout, invocation)
+            future = asyncio.run_coroutine_threadsafe(invocation.fn(**invocation.kwargs), self._event_loop())
+        else:
+            future = self._threads().submit(invocation.fn, **invocation.kwargs)
+        return self._wait(future, timeout, invocation)
 
     def _wait(self, future: concurrent.futures.Future[Any], timeout: float, invocation: Invocation) -> Any:
         try:
             return future.result(timeout)
-        except (TimeoutError, concurrent.futures.TimeoutError) as exc:
-            if not future.done():
-                future.cancel()
+        except TimeoutError as exc:  # concurrent.futures.TimeoutError is TimeoutError
+            if future.done():
+                raise  # the tool's own TimeoutError (a socket's, say): it failed, it did not run out of time
+            # Cancelling an async tool's future cancels its task on the loop; a sync tool's thread
+            # cannot be stopped, so it is left to finish on its own.
+            future.cancel()
+            if not invocation.is_async:
                 log.warning("tool %s still running after its timeout; its thread is abandoned",
                             getattr(invocation.fn, "__name__", invocation.fn))
             raise ToolTimeout(f"the attempt did not finish within {timeout:g} s") from exc
