@@ -111,7 +111,33 @@ def test_async_tool_past_its_timeout_fails_soon_after_the_limit(shared_stack: St
     final = shared_stack.wait_terminal(created["id"])
     assert final["status"] == "failed"
     assert final["error"]["code"] == "timeout"
+    assert final["error"]["message"] == "the attempt did not finish within 1 s"
     assert 1.0 <= seconds(final["started_at"], final["finished_at"]) < 3.5
+
+
+def test_the_call_deadline_bounds_the_attempt(shared_stack: Stack) -> None:
+    created = post(shared_stack, "sleep", {"seconds": 20}, timeout_s=1.5)  # sleep's own timeout is an hour
+    final = shared_stack.wait_terminal(created["id"])
+    assert final["status"] == "failed"
+    assert final["error"]["code"] == "timeout"
+    assert seconds(final["created_at"], final["finished_at"]) < 4.5
+
+
+def test_a_call_that_cannot_start_before_its_deadline_expires(shared_stack: Stack, tag: str) -> None:
+    blockers = [f"{tag}b{i}" for i in range(2)]
+    blocker_ids = [post(shared_stack, "slow_read", {"tag": b, "seconds": 4})["id"] for b in blockers]
+    wait_until(lambda: all(effects(shared_stack.effects, b, "start") for b in blockers), 30, "both workers busy")
+    late = post(shared_stack, "slow_read", {"tag": tag, "seconds": 0}, timeout_s=1)
+    final = shared_stack.wait_terminal(late["id"])
+    assert final["status"] == "failed"
+    assert final["error"]["code"] == "expired"
+    assert final["attempt"] == 0
+    assert timeline(shared_stack, late["id"])[-1] == ("pending", "failed", 0, "sweeper")
+    for rid in blocker_ids:
+        shared_stack.wait_terminal(rid)
+    after = post(shared_stack, "echo", {"after": tag})
+    assert shared_stack.wait_terminal(after["id"])["status"] == "success"
+    assert effects(shared_stack.effects, tag) == 0  # its message, delivered late, was dropped
 
 
 def test_a_worker_with_a_hung_thread_keeps_working(shared_stack: Stack) -> None:
