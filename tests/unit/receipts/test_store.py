@@ -289,6 +289,11 @@ def test_get_hides_other_tenants_and_unknown_ids_alike(store: ReceiptStore) -> N
     assert store.load("rcpt_unknown") is None
 
 
+def newest_first(*ids: str) -> list[str]:
+    """Listing order: by id, descending (ids sort by creation time, to the millisecond)."""
+    return sorted(ids, reverse=True)
+
+
 def test_list_filters_by_trace_status_and_tool(store: ReceiptStore) -> None:
     a, _ = store.create(call(spec("echo"), trace_id="trace_1"))
     b, _ = store.create(call(spec("sleep"), trace_id="trace_1"))
@@ -299,11 +304,11 @@ def test_list_filters_by_trace_status_and_tool(store: ReceiptStore) -> None:
     def ids(**filters: str) -> list[str]:
         return [r.id for r in store.list(TENANT, **filters).items]
 
-    assert ids() == [c.id, b.id, a.id]  # newest first, only this tenant's
-    assert ids(trace_id="trace_1") == [b.id, a.id]
+    assert ids() == newest_first(c.id, b.id, a.id)  # newest first, only this tenant's
+    assert ids(trace_id="trace_1") == newest_first(b.id, a.id)
     assert ids(status="running") == [b.id]
-    assert ids(status="pending") == [c.id, a.id]
-    assert ids(tool="echo") == [c.id, a.id]
+    assert ids(status="pending") == newest_first(c.id, a.id)
+    assert ids(tool="echo") == newest_first(c.id, a.id)
     assert ids(trace_id="trace_1", tool="echo") == [a.id]
     assert ids(trace_id="trace_none") == []
 
