@@ -80,6 +80,10 @@ def test_migrate_keys_gateway_worker_beat_with_user_tools(deployment: tuple[dict
     try:
         processes.append(start("gateway", "gateway", "--host", "127.0.0.1", "--port", str(port), env=env, cwd=tmp))
         wait_until(serving(base_url), 60, "the gateway", processes[0])
+        with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=10) as client:
+            assert client.get("/v1/tools").json()["data"] == []  # the catalogue is what workers publish
+            unknown = client.post("/v1/tool-calls", json={"tool": "convert", "arguments": {"amount": 1}})
+            assert unknown.status_code == 422 and unknown.json()["errors"][0]["field"] == "tool"
         worker = start("worker", "worker", "-c", "2", "--without-heartbeat", "--without-gossip", "--without-mingle",
                        env=env, cwd=tmp)
         processes.append(worker)
