@@ -184,6 +184,8 @@ webhook_messages = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Index("ix_webhook_messages_due", "status", "next_attempt_at"),
     Index("ix_webhook_messages_endpoint", "endpoint_id", "id"),
+    Index("ix_webhook_messages_endpoint_created", "endpoint_id", "created_at"),  # migration 0002
+    Index("ix_webhook_messages_receipt", "receipt_id"),  # migration 0002
 )
 
 webhook_attempts = Table(
