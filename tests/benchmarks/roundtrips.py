@@ -92,10 +92,13 @@ class CountingProxy:
         self._ready.set()
         self._loop.run_forever()
         server.close()
-        tasks = asyncio.all_tasks(self._loop)
-        for task in tasks:
-            task.cancel()
-        self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        for _ in range(5):  # cancelling a connection's task leaves its two halves to cancel next round
+            tasks = asyncio.all_tasks(self._loop)
+            if not tasks:
+                break
+            for task in tasks:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         self._loop.close()
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
