@@ -4,7 +4,8 @@
 (:class:`~receipts.records.ToolSpec` owned by the tenant) after every check passes: the name, the
 JSON Schema of the parameters, the request template and its URL (SSRF guard), the provider and
 method, the fixed arguments. Any failure is a :class:`~gateway.problems.Problem` naming the field,
-raised before anything is stored.
+raised before anything is stored. An api_call's credential headers are encrypted here
+(:mod:`receipts.sealed_headers`): 503 when ``TOOLRELAY_SECRET_KEY`` is not set.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from gateway.problems import Problem
-from receipts import request_templates
+from receipts import request_templates, sealed_headers
 from receipts.catalogue import TOOL_NAME
 from receipts.errors import InvalidInput, NotFound
 from receipts.outbound import OutboundGuard
 from receipts.providers import ProviderMethod, Providers
 from receipts.records import ToolSpec
+from receipts.secretbox import SecretKeyMissing
 from receipts.settings import Settings
 
 Effect = Literal["read", "write"]
@@ -148,8 +150,14 @@ class ToolDefinitions:
             request_templates.check_arguments(template, body.parameters)
             # Resolve the host now for a clear early error; workers check again at send time.
             self.guard.check(template.url.split("{", 1)[0], field="request.url")
+            definition = sealed_headers.seal(template.to_definition(), self.settings.secret_key)
         except InvalidInput as exc:
             raise _problem(exc) from None
+        except SecretKeyMissing:
+            names = [name for name in template.headers if sealed_headers.is_secret(name)]
+            raise Problem(503, "TOOLRELAY_SECRET_KEY is not set: credential headers cannot be stored encrypted",
+                          errors=[{"field": f"request.headers.{name}", "message": "a credential, stored encrypted"}
+                                  for name in names]) from None
         effect = body.effect or ("read" if template.method in ("GET", "HEAD", "OPTIONS") else "write")
         idempotent = body.idempotent
         if idempotent is None:
@@ -157,7 +165,7 @@ class ToolDefinitions:
         return ToolSpec(name=body.name, kind="api_call", description=body.description, parameters=body.parameters,
                         effect=effect, idempotent=idempotent, timeout_s=body.timeout_s or template.timeout_s + 5,
                         max_attempts=body.max_attempts or self.settings.default_max_attempts,
-                        definition={"request": template.to_definition()}, tenant_id=tenant_id)
+                        definition=definition, tenant_id=tenant_id)
 
     def _integration(self, tenant_id: str, body: IntegrationTool) -> ToolSpec:
         try:

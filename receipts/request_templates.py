@@ -37,9 +37,11 @@ RESERVED_HEADERS = frozenset({
     "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade",
     "idempotency-key", "proxy-authorization", "proxy-connection",
 })
-# Header names whose values are credentials: never shown back by the API.
+# Header names whose values are credentials: never shown back by the API, encrypted at rest (sealed_headers).
 SENSITIVE_HEADER = re.compile(r"auth|token|secret|key|password|cookie|session|credential|signature", re.I)
 MASK = "********"
+# Key of an api_call definition holding its credential header values, encrypted (receipts.sealed_headers).
+SEALED_HEADERS = "sealed_headers"
 MAX_TIMEOUT_S = 300.0
 
 
@@ -328,8 +330,8 @@ def render(template: RequestTemplate, arguments: Mapping[str, Any]) -> RenderedR
 
 
 def public_definition(kind: str, definition: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool definition as the API shows it: credential-like header values masked."""
-    data = dict(definition)
+    """A tool definition as the API shows it: credential-like header values masked, their ciphertext left out."""
+    data = {key: value for key, value in definition.items() if key != SEALED_HEADERS}
     request = data.get("request")
     if kind == "api_call" and isinstance(request, Mapping):
         headers = request.get("headers") or {}

@@ -79,7 +79,9 @@ async def create_tool(services: ServicesDep, tenant: TenantDep,
 
     * ``function``: ``{name, description, parameters, timeout_s?}``, run by the client;
     * ``api_call``: ``{name, description, parameters, request: {method, url, headers?, query?, body?,
-      timeout_s?, follow_redirects?}, effect?, idempotent?}``;
+      timeout_s?, follow_redirects?}, effect?, idempotent?}``; credential headers (``Authorization``,
+      ``X-Api-Key``, ``Cookie``, any name with auth, token, secret, key...) are stored encrypted and shown as
+      ``********`` (503 when ``TOOLRELAY_SECRET_KEY`` is not set);
     * ``integration``: ``{name, provider, method, arguments?, description?, effect?, idempotent?}``.
     """
     spec = await run_in_threadpool(_define, services, tenant, body, replace=False)

@@ -5,6 +5,9 @@ The definition's template decides where arguments may go (path segments, query, 
 through the guarded client (:mod:`workers.egress`). Output: ``{status_code, headers, json}`` for a
 JSON answer, otherwise ``{status_code, headers, text, truncated}``; 4xx fails for good, 5xx, 429 and
 timeouts are retryable (the executor retries only read or idempotent tools).
+
+Credential headers are stored encrypted (:mod:`receipts.sealed_headers`): they are decrypted in
+:meth:`ApiCallKind.send`, right before the request leaves, and exist in plain text nowhere else.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from receipts import request_templates
+from receipts import request_templates, sealed_headers
 from receipts.catalogue import Catalogue
 from receipts.errors import InvalidInput
 from receipts.records import Receipt
+from receipts.secretbox import SecretKeyMissing, SecretUnreadable
 from receipts.settings import Settings
 from workers import egress
 from workers.context import ToolContext
@@ -65,12 +69,27 @@ class ApiCallKind:
         except InvalidInput as exc:
             raise InvalidArguments(exc.message, details={"errors": exc.errors}) from None
         headers = {**rendered.headers, "Idempotency-Key": receipt.id}
+        sealed = sealed_headers.token_of(spec.definition)  # None for a definition stored with plain headers
         timeout = min(template.timeout_s, context.timeout_s)
         return Invocation(self.send, {"rendered": rendered, "headers": headers, "timeout_s": timeout,
-                                      "follow_redirects": template.follow_redirects}, is_async=True)
+                                      "follow_redirects": template.follow_redirects,
+                                      "sealed": sealed}, is_async=True)
+
+    def _unseal(self, sealed: str | None) -> dict[str, str]:
+        """The tool's credential headers in plain text (never logged, never put in the receipt)."""
+        try:
+            return sealed_headers.unseal(sealed, self.settings.secret_key)
+        except SecretKeyMissing:
+            raise ToolError("TOOLRELAY_SECRET_KEY is not set on this worker: the tool's credential headers "
+                            "cannot be decrypted") from None
+        except SecretUnreadable:
+            raise ToolError("the tool's credential headers cannot be decrypted (TOOLRELAY_SECRET_KEY changed?): "
+                            "define the tool again with PUT /v1/tools/{name}") from None
 
     async def send(self, rendered: request_templates.RenderedRequest, headers: dict[str, str], timeout_s: float,
-                   follow_redirects: bool) -> dict[str, Any]:
+                   follow_redirects: bool, sealed: str | None) -> dict[str, Any]:
+        """Send the request, with the credential headers decrypted just now (``sealed`` holds their token)."""
+        headers = {**headers, **self._unseal(sealed)}
         max_bytes = self.settings.http_max_bytes
         fetched = await egress.fetch(self.clients.get(), rendered.method, rendered.url, headers=headers,
                                      json=rendered.json, has_body=rendered.has_body, timeout_s=timeout_s,
