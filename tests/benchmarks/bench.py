@@ -210,6 +210,8 @@ def round_trips_section(run: Run) -> dict[str, Any]:
                 "per_call": {label: round(n / calls, 2) for label, n in proxy.tally.labels.most_common()},
             }
         deployment.stop_processes()
+        for proxy in proxies.values():
+            proxy.stop()
     return result
 
 

@@ -73,6 +73,7 @@ class CountingProxy:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"proxy-{kind}", daemon=True)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> CountingProxy:
         self._thread.start()
@@ -102,6 +103,10 @@ class CountingProxy:
         self._loop.close()
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:  # asyncio keeps only weak references: hold the task until it is done
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         try:
             server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
