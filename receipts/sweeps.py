@@ -108,6 +108,15 @@ class Sweeper:
         Marks them published now, so the next pass leaves them alone for ``republish_after``.
         """
         stale = now if all_pending else now - self.republish_after
+        if all_pending:
+            # Retries scheduled for later were queued with a countdown that died with the process:
+            # mark them unsent, so the pass after they fall due sends them at once.
+            with self.store.db.transaction() as conn:
+                conn.execute(
+                    update(receipts)
+                    .where(receipts.c.status == states.PENDING, receipts.c.available_at > now)
+                    .values(published_at=None)
+                )
         due = self._select(
             receipts.c.status == states.PENDING,
             receipts.c.available_at <= now,

@@ -171,3 +171,14 @@ def test_after_restart_every_lease_is_reclaimed_and_every_pending_receipt_resent
     assert (report.reclaimed, report.lost) == (1, 1)
     assert {r.id for r in report.republished} == {running.id, queued.id}
     assert store.get(TENANT, write.id).error["code"] == "outcome_unknown"  # type: ignore[index]
+
+
+def test_after_restart_a_retry_scheduled_for_later_is_sent_as_soon_as_it_is_due(store: ReceiptStore,
+                                                                                sweeper: Sweeper) -> None:
+    receipt, _ = store.create(call())
+    store.claim(receipt.id, lease_s=30, actor="w")
+    # The worker queued the retry with a countdown, which an in-memory broker loses in a restart.
+    store.retry_later(receipt.id, 1, error("upstream_error", "503", retryable=True), delay_s=20, published=True,
+                      actor="w")
+    assert sweeper.sweep(after_restart=True).republished == []  # not due yet
+    assert [r.id for r in sweeper.sweep(later(21)).republished] == [receipt.id]
