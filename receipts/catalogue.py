@@ -78,7 +78,7 @@ class Catalogue:
         Raises:
             NotFound: no such tool for this tenant.
         """
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(tools).where(tools.c.name == name, tools.c.tenant_id.in_([tenant_id, GLOBAL]))
             ).mappings().all()
@@ -89,7 +89,7 @@ class Catalogue:
 
     def list(self, tenant_id: str) -> list[ToolSpec]:
         """Every tool a tenant can call, by name (a tenant's definition hides a global one)."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(tools).where(or_(tools.c.tenant_id == tenant_id, tools.c.tenant_id == GLOBAL))
             ).mappings().all()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -10,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DisconnectionError
 
 from receipts.settings import Settings
 
@@ -34,9 +36,35 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _tune_sqlite(engine)
         return engine
-    return create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True, pool_recycle=1800
-    )
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_recycle=1800)
+    _ping_when_idle(engine)
+    return engine
+
+
+IDLE_PING_S = 10.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Test a pooled connection before use only if it sat idle: a busy pool pays no round trip for it.
+
+    A connection that broke while in use fails its statement; the transaction is rolled back and the
+    caller sees an error (nothing half-written), and the pool drops the connection.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < IDLE_PING_S:
+            return
+        try:
+            dbapi_connection.execute("SELECT 1")
+            dbapi_connection.rollback()
+        except Exception as exc:
+            raise DisconnectionError(str(exc)) from exc  # the pool retries with a new connection
 
 
 def _tune_sqlite(engine: Engine) -> None:
@@ -60,6 +88,8 @@ class Database:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # PostgreSQL: single statements and reads run in autocommit (no BEGIN/COMMIT round trips).
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @classmethod
     def from_settings(cls, settings: Settings, *, pool_size: int = 10) -> Database:
@@ -78,6 +108,19 @@ class Database:
     def transaction(self) -> Iterator[Connection]:
         """A connection inside a transaction: committed on exit, rolled back on error."""
         with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def autocommit(self) -> Iterator[Connection]:
+        """A connection in autocommit mode: each statement commits on its own (PostgreSQL only)."""
+        with self._autocommit.connect() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection for reads: autocommit on PostgreSQL (one round trip per query)."""
+        engine = self._autocommit if self.dialect == "postgresql" else self.engine
+        with engine.connect() as conn:
             yield conn
 
     def ping(self) -> None:

@@ -58,7 +58,7 @@ class IntegrationSetups:
         return SetupSummary(provider, sorted(config), now)
 
     def _row(self, tenant_id: str, provider: str) -> Any:
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return conn.execute(select(integration_setups).where(
                 integration_setups.c.tenant_id == tenant_id, integration_setups.c.provider == provider)).first()
 
@@ -89,7 +89,7 @@ class IntegrationSetups:
 
     def configured(self, tenant_id: str) -> dict[str, datetime]:
         """Providers this tenant has a setup for, with when it was stored (no decryption)."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(select(integration_setups.c.provider, integration_setups.c.updated_at).where(
                 integration_setups.c.tenant_id == tenant_id)).all()
         return {row.provider: row.updated_at for row in rows}

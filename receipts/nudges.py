@@ -66,7 +66,7 @@ class Nudger:
             return known[0]
         e = webhook_endpoints.c
         try:
-            with self.db.engine.connect() as conn:
+            with self.db.read() as conn:
                 found = conn.execute(
                     select(e.id).where(e.tenant_id == tenant_id, e.enabled.is_(True)).limit(1)
                 ).first() is not None

@@ -122,7 +122,7 @@ class Providers:
 
     def all(self) -> list[ProviderMethod]:
         """Every published method, by provider then method."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(tools).where(tools.c.tenant_id == OWNER).order_by(tools.c.name)).mappings().all()
         return [ProviderMethod.from_row(row) for row in rows]

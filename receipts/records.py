@@ -4,18 +4,47 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from receipts.request_templates import public_definition
 from receipts.states import TERMINAL
 
+ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+# The same format in PostgreSQL's to_char, for payloads rendered inside a statement (pg_statements.py).
+PG_ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
+
 
 def iso(value: datetime | None) -> str | None:
-    """ISO-8601 with a ``Z`` suffix, or None."""
+    """ISO-8601 in UTC with microseconds and a ``Z`` suffix (always the same width), or None."""
     if value is None:
         return None
-    return value.isoformat().replace("+00:00", "Z")
+    return value.astimezone(UTC).strftime(ISO_FORMAT)
+
+
+# The receipt's API shape: (column, is_timestamp), in order. to_api() and the PostgreSQL
+# rendering of webhook payloads are both generated from this one list.
+API_FIELDS: tuple[tuple[str, bool], ...] = (
+    ("id", False),
+    ("status", False),
+    ("trace_id", False),
+    ("tool", False),
+    ("kind", False),
+    ("call_id", False),
+    ("input", False),
+    ("parent_id", False),
+    ("output", False),
+    ("error", False),
+    ("attempt", False),
+    ("max_attempts", False),
+    ("idempotency_key", False),
+    ("metadata", False),
+    ("created_at", True),
+    ("updated_at", True),
+    ("started_at", True),
+    ("finished_at", True),
+    ("deadline_at", True),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,27 +95,9 @@ class Receipt:
         return self.effect == "read" or self.idempotent
 
     def to_api(self) -> dict[str, Any]:
-        """The JSON shape clients, webhooks and system tools see."""
+        """The JSON shape clients, webhooks and system tools see (the fields of ``API_FIELDS``)."""
         return {
-            "id": self.id,
-            "status": self.status,
-            "trace_id": self.trace_id,
-            "tool": self.tool,
-            "kind": self.kind,
-            "call_id": self.call_id,
-            "input": self.input,
-            "parent_id": self.parent_id,
-            "output": self.output,
-            "error": self.error,
-            "attempt": self.attempt,
-            "max_attempts": self.max_attempts,
-            "idempotency_key": self.idempotency_key,
-            "metadata": self.metadata,
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
-            "started_at": iso(self.started_at),
-            "finished_at": iso(self.finished_at),
-            "deadline_at": iso(self.deadline_at),
+            name: iso(getattr(self, name)) if is_time else getattr(self, name) for name, is_time in API_FIELDS
         }
 
 

@@ -22,7 +22,7 @@ class Backlog:
 def backlog(db: Database) -> Backlog:
     """Counts over the non-terminal receipts only (indexed by status), so a scrape stays cheap."""
     now = utcnow()
-    with db.engine.connect() as conn:
+    with db.read() as conn:
         rows = conn.execute(
             select(receipts.c.status, func.count())
             .where(receipts.c.status.in_(sorted(states.ACTIVE)))

@@ -21,16 +21,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from sqlalchemy import Connection, and_, insert, select, update
 
 from receipts import outbox, states
+from receipts import pg_statements as pg
 from receipts.db import Database, dialect_insert, utcnow
 from receipts.errors import IdempotencyMismatch, InvalidTransition, NotFound
 from receipts.ids import new_id
-from receipts.records import Event, Page, Receipt, ToolSpec
+from receipts.records import Event, Page, Receipt, ToolSpec, iso
 from receipts.tables import receipt_events, receipts
 
 Listener = Callable[[Receipt], None]
+JSON_COLUMNS = frozenset({"input", "output", "error", "metadata"})
 
 
 def fingerprint(request: dict[str, Any]) -> str:
@@ -101,6 +104,7 @@ class ReceiptStore:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._listeners: list[Listener] = []
+        self._pg = db.dialect == "postgresql"  # the hot transitions take one round trip there
 
     def subscribe(self, listener: Listener) -> None:
         """Call ``listener(receipt)`` in this process after every committed transition."""
@@ -129,6 +133,27 @@ class ReceiptStore:
         event_type = states.EVENT_TYPES.get(receipt.status)
         if event_type is not None:
             outbox.emit(conn, receipt, event_type, now)
+
+    def _pg_transition(self, sql: str, params: dict[str, Any], *, before: str | None, target: str, actor: str,
+                       now: datetime, detail: dict[str, Any] | None = None) -> Receipt | None:
+        """Run one statement of ``pg_statements`` (transition + timeline + outbox) in autocommit."""
+        event_type = states.EVENT_TYPES.get(target)
+        params.update(
+            now=now,
+            before=before,
+            actor=actor,
+            detail=Jsonb(detail or {}),
+            event_type=event_type,
+            event_pattern=f"%,{event_type},%",
+            timestamp=iso(now),
+        )
+        with self.db.autocommit() as conn:
+            row = conn.exec_driver_sql(sql, params).mappings().first()
+        if row is None:
+            return None
+        receipt = Receipt.from_row(row)
+        self._announce(receipt)
+        return receipt
 
     def create(self, call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> tuple[Receipt, bool]:
         """Accept a call, or find the receipt its idempotency key already made.
@@ -173,26 +198,36 @@ class ReceiptStore:
             "published_at": now if status == states.PENDING else None,
             "lease_expires_at": None,
         }
+        if self._pg:
+            sql = pg.CREATE_ANNOUNCED if status in states.EVENT_TYPES else pg.CREATE_PENDING
+            params = {k: Jsonb(v) if k in JSON_COLUMNS and v is not None else v for k, v in values.items()}
+            created = self._pg_transition(sql, params, before=None, target=status, actor=actor, now=now)
+            if created is not None:
+                return created, False
+            with self.db.read() as conn:
+                return self._replay(conn, call), True
         with self.db.transaction() as conn:
             stmt = dialect_insert(conn)(receipts).values(**values)
             if call.idempotency_key is not None:
                 stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
             row = conn.execute(stmt.returning(*receipts.c)).mappings().first()
             if row is None:
-                existing = self._by_key(conn, call.tenant_id, call.idempotency_key or "")
-                if existing.request_hash != call.request_hash:
-                    raise IdempotencyMismatch(receipt_id=existing.id)
-                return existing, True
+                return self._replay(conn, call), True
             receipt = Receipt.from_row(row)
             self._record(conn, receipt, None, actor, now)
         self._announce(receipt)
         return receipt, False
 
-    def _by_key(self, conn: Connection, tenant_id: str, key: str) -> Receipt:
+    def _replay(self, conn: Connection, call: NewCall) -> Receipt:
+        """The receipt an earlier request with this idempotency key created, if it was the same request."""
         row = conn.execute(
-            select(receipts).where(receipts.c.tenant_id == tenant_id, receipts.c.idempotency_key == key)
+            select(receipts).where(receipts.c.tenant_id == call.tenant_id,
+                                   receipts.c.idempotency_key == call.idempotency_key)
         ).mappings().one()
-        return Receipt.from_row(row)
+        existing = Receipt.from_row(row)
+        if existing.request_hash != call.request_hash:
+            raise IdempotencyMismatch(receipt_id=existing.id)
+        return existing
 
     def _move(self, receipt_id: str, before: str, target: str, *, where: Iterable[Any],
               values: dict[str, Any], actor: str, detail: dict[str, Any] | None = None,
@@ -221,6 +256,11 @@ class ReceiptStore:
         passed is not claimed: the early message is dropped, the sweeper settles the late one.
         """
         now = now or utcnow()
+        if self._pg:
+            params = {"id": receipt_id, "lease_expires_at": now + timedelta(seconds=lease_s),
+                      "due_by": now + timedelta(seconds=1)}
+            return self._pg_transition(pg.CLAIM_SQL, params, before=states.PENDING, target=states.RUNNING,
+                                       actor=actor, now=now)
         return self._move(
             receipt_id,
             states.PENDING,
@@ -243,6 +283,12 @@ class ReceiptStore:
         """running -> success|failed|partially_succeeded, fenced by ``attempt``; None if fenced out."""
         now = utcnow()
         detail = {"error": outcome.error} if outcome.error is not None else None
+        if self._pg:
+            params = {"id": receipt_id, "attempt": attempt, "target": outcome.status,
+                      "output": None if outcome.output is None else Jsonb(outcome.output),
+                      "error": None if outcome.error is None else Jsonb(outcome.error)}
+            return self._pg_transition(pg.FINISH_SQL, params, before=from_status, target=outcome.status,
+                                       actor=actor, now=now, detail=detail)
         return self._move(
             receipt_id,
             from_status,
@@ -265,6 +311,12 @@ class ReceiptStore:
         """
         now = now or utcnow()
         due = now + timedelta(seconds=delay_s)
+        detail = {"error": err, "retry_in_s": round(delay_s, 3)}
+        if self._pg:
+            params = {"id": receipt_id, "attempt": attempt, "error": Jsonb(err), "available_at": due,
+                      "published_at": due if published else None}
+            return self._pg_transition(pg.RETRY_SQL, params, before=states.RUNNING, target=states.PENDING,
+                                       actor=actor, now=now, detail=detail)
         return self._move(
             receipt_id,
             states.RUNNING,
@@ -273,7 +325,7 @@ class ReceiptStore:
             values={"error": err, "available_at": due, "published_at": due if published else None,
                     "lease_expires_at": None},
             actor=actor,
-            detail={"error": err, "retry_in_s": round(delay_s, 3)},
+            detail=detail,
             now=now,
         )
 
@@ -331,13 +383,13 @@ class ReceiptStore:
 
     def load(self, receipt_id: str) -> Receipt | None:
         """A receipt by id, whatever its tenant (for workers and the sweeper)."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             row = conn.execute(select(receipts).where(receipts.c.id == receipt_id)).mappings().first()
         return Receipt.from_row(row) if row else None
 
     def get(self, tenant_id: str, receipt_id: str) -> Receipt:
         """A tenant's receipt. Another tenant's id is NotFound, exactly like an unknown one."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             row = conn.execute(
                 select(receipts).where(receipts.c.id == receipt_id, receipts.c.tenant_id == tenant_id)
             ).mappings().first()
@@ -356,7 +408,7 @@ class ReceiptStore:
                 conditions.append(column == value)
         if cursor:
             conditions.append(c.id < decode_cursor(cursor))
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(receipts).where(and_(*conditions)).order_by(c.id.desc()).limit(limit + 1)
             ).mappings().all()
@@ -367,7 +419,7 @@ class ReceiptStore:
     def events(self, tenant_id: str, receipt_id: str) -> builtins.list[Event]:
         """The timeline of a tenant's receipt, oldest first."""
         self.get(tenant_id, receipt_id)
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(receipt_events)
                 .where(receipt_events.c.receipt_id == receipt_id)

@@ -54,7 +54,7 @@ class Sweeper:
         return SweepReport(self._due_for_publish(now, all_pending=after_restart), reclaimed, lost, expired)
 
     def _select(self, *conditions: object) -> list[Receipt]:
-        with self.store.db.engine.connect() as conn:
+        with self.store.db.read() as conn:
             rows = conn.execute(
                 select(receipts).where(and_(*conditions)).order_by(receipts.c.id).limit(self.batch)  # type: ignore[arg-type]
             ).mappings().all()

@@ -50,7 +50,7 @@ class Tenants:
 
     def for_key(self, key: str) -> Tenant | None:
         """The tenant a (non-revoked) key belongs to, or None."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             row = conn.execute(
                 select(tenants.c.id, tenants.c.name)
                 .join(api_keys, api_keys.c.tenant_id == tenants.c.id)

@@ -108,7 +108,7 @@ class WebhookStore:
         return row
 
     def get_endpoint(self, tenant_id: str, endpoint_id: str) -> Endpoint:
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return Endpoint.from_row(self._endpoint_row(conn, tenant_id, endpoint_id))
 
     def list_endpoints(self, tenant_id: str, *, limit: int = 50, cursor: str | None = None) -> Page:
@@ -117,7 +117,7 @@ class WebhookStore:
         conditions = [c.tenant_id == tenant_id]
         if cursor:
             conditions.append(c.id < decode_cursor(cursor))
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(webhook_endpoints).where(*conditions).order_by(c.id.desc()).limit(limit + 1)
             ).mappings().all()
@@ -172,7 +172,7 @@ class WebhookStore:
         return Endpoint.from_row(row), secret, expiry
 
     def endpoint_secrets(self, tenant_id: str, endpoint_id: str) -> list[SecretInfo]:
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return infos(list(self._endpoint_row(conn, tenant_id, endpoint_id)["secrets"]), utcnow())
 
     # -- the tenant's default secret (for a call's own webhook_url) ----------------------------
@@ -184,7 +184,7 @@ class WebhookStore:
 
     def default_secrets(self, tenant_id: str) -> list[SecretInfo]:
         """The tenant's valid default secrets (when made, until when), newest first; empty if none."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return infos(self._tenant_ring(conn, tenant_id), utcnow())
 
     def create_default_secret(self, tenant_id: str) -> tuple[str, SecretInfo]:
@@ -239,7 +239,7 @@ class WebhookStore:
         if cursor:
             stamp, last_id = _decode_position(cursor)
             conditions.append(or_(m.created_at < stamp, and_(m.created_at == stamp, m.id < last_id)))
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(
                 select(webhook_messages).where(and_(*conditions))
                 .order_by(m.created_at.desc(), m.id.desc()).limit(limit + 1)
@@ -252,7 +252,7 @@ class WebhookStore:
         return Page(items=items, next_cursor=next_cursor)
 
     def delivery(self, tenant_id: str, message_id: str) -> Delivery:
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             row = conn.execute(
                 select(webhook_messages).where(webhook_messages.c.id == message_id,
                                                webhook_messages.c.tenant_id == tenant_id)
@@ -311,5 +311,5 @@ class WebhookStore:
         query = select(func.count()).select_from(webhook_messages).where(m.status == PENDING)
         if tenant_id is not None:
             query = query.where(m.tenant_id == tenant_id)
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return int(conn.execute(query).scalar_one())
