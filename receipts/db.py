@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
+from psycopg.rows import dict_row
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DisconnectionError
@@ -26,7 +28,7 @@ def dialect_insert(conn: Connection) -> Any:
     return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+def make_engine(url: str, *, pool_size: int = 10, **options: Any) -> Engine:
     """An engine for ``url`` with the settings each backend needs.
 
     SQLite runs in WAL mode with a busy timeout, and every transaction starts with ``BEGIN
@@ -36,7 +38,7 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         _tune_sqlite(engine)
         return engine
-    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_recycle=1800)
+    engine = create_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_recycle=1800, **options)
     _ping_when_idle(engine)
     return engine
 
@@ -86,10 +88,12 @@ def _tune_sqlite(engine: Engine) -> None:
 class Database:
     """An engine plus the one way to open a transaction."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, statements: Engine | None = None) -> None:
         self.engine = engine
-        # PostgreSQL: single statements and reads run in autocommit (no BEGIN/COMMIT round trips).
+        # PostgreSQL: reads run in autocommit (no BEGIN/ROLLBACK round trips), and the hot
+        # single-statement transitions on a pool of autocommit connections of their own.
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._statements = statements
 
     @classmethod
     def from_settings(cls, settings: Settings, *, pool_size: int = 10) -> Database:
@@ -98,6 +102,9 @@ class Database:
             Path(url.removeprefix("sqlite:///")).expanduser().resolve().parent.mkdir(
                 parents=True, exist_ok=True
             )
+        if url.startswith("postgresql"):
+            statements = make_engine(url, pool_size=pool_size, isolation_level="AUTOCOMMIT")
+            return cls(make_engine(url, pool_size=pool_size), statements)
         return cls(make_engine(url, pool_size=pool_size))
 
     @property
@@ -111,21 +118,43 @@ class Database:
             yield conn
 
     @contextmanager
-    def autocommit(self) -> Iterator[Connection]:
-        """A connection in autocommit mode: each statement commits on its own (PostgreSQL only)."""
-        with self._autocommit.connect() as conn:
-            yield conn
-
-    @contextmanager
     def read(self) -> Iterator[Connection]:
         """A connection for reads: autocommit on PostgreSQL (one round trip per query)."""
         engine = self._autocommit if self.dialect == "postgresql" else self.engine
         with engine.connect() as conn:
             yield conn
 
+    def statement(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Run one statement in autocommit straight on a pooled psycopg connection; its first row.
+
+        For the hot paths only (``pg_statements``): SQL written for psycopg, no SQLAlchemy
+        compilation or result processing in between.
+        """
+        if self._statements is None:
+            raise RuntimeError("single statements need PostgreSQL")
+        conn = self._statements.raw_connection()
+        try:
+            dbapi: psycopg.Connection[Any] = conn.dbapi_connection  # type: ignore[assignment]
+            with dbapi.cursor(row_factory=dict_row) as cursor:
+                cursor.execute(sql, params)  # type: ignore[arg-type]
+                return cursor.fetchone()
+        except psycopg.OperationalError:
+            conn.invalidate()  # a broken connection must not go back to the pool
+            raise
+        finally:
+            conn.close()
+
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
+    def after_fork(self) -> None:
+        """Forget connections inherited from a parent process (without closing them under it)."""
+        self.engine.dispose(close=False)
+        if self._statements is not None:
+            self._statements.dispose(close=False)
+
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._statements is not None:
+            self._statements.dispose()

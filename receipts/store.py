@@ -147,8 +147,7 @@ class ReceiptStore:
             event_pattern=f"%,{event_type},%",
             timestamp=iso(now),
         )
-        with self.db.autocommit() as conn:
-            row = conn.exec_driver_sql(sql, params).mappings().first()
+        row = self.db.statement(sql, params)
         if row is None:
             return None
         receipt = Receipt.from_row(row)

@@ -96,7 +96,7 @@ class WorkerServices:
     def after_fork(self) -> None:
         """Drop connections inherited from the parent process; the child opens its own."""
         if "store" in self.__dict__:
-            self.db.engine.dispose(close=False)
+            self.db.after_fork()
 
 
 def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: KindsFactory | None = None,
