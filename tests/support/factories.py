@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from receipts.messages import EXECUTE_TASK
 from receipts.records import ToolSpec
 from receipts.store import NewCall
 
@@ -45,3 +46,7 @@ class RecordingSender:
 
     def for_receipt(self, receipt_id: str) -> list[Sent]:
         return [message for message in self.sent if message.args and message.args[0] == receipt_id]
+
+    def executes(self) -> list[str]:
+        """The receipt ids of the execute messages sent, in order."""
+        return [message.args[0] for message in self.sent if message.name == EXECUTE_TASK]

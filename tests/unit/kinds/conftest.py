@@ -8,7 +8,7 @@ Upstreams are real servers on loopback (tests/support), reached through the real
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,7 +21,6 @@ from receipts import states
 from receipts.catalogue import Catalogue
 from receipts.db import Database
 from receipts.integration_setups import IntegrationSetups
-from receipts.messages import EXECUTE_TASK
 from receipts.outbound import OutboundGuard
 from receipts.providers import Providers
 from receipts.records import Receipt, ToolSpec
@@ -29,6 +28,7 @@ from receipts.secretbox import SecretBox
 from receipts.settings import Settings
 from receipts.store import NewCall, ReceiptStore
 from receipts.tenants import Tenants
+from tests.support.factories import RecordingSender
 from workers import egress
 from workers.backoff import Backoff
 from workers.execution import Executor
@@ -40,26 +40,6 @@ from workers.runner import Runner
 
 SECRET = "unit-test-secret"
 LOOPBACK = "127.0.0.0/8"
-
-
-@dataclass
-class Sent:
-    name: str
-    args: list[Any]
-    options: dict[str, Any]
-
-
-@dataclass
-class RecordingSender:
-    """Stands in for Celery's ``send_task``."""
-
-    sent: list[Sent] = field(default_factory=list)
-
-    def send_task(self, name: str, args: Any = None, **options: Any) -> None:
-        self.sent.append(Sent(name, list(args or []), options))
-
-    def executes(self) -> list[str]:
-        return [message.args[0] for message in self.sent if message.name == EXECUTE_TASK]
 
 
 def make_settings(db: Database, **overrides: Any) -> Settings:

@@ -21,8 +21,8 @@ def subscribe(db: Database, tenant_id: str, endpoint_id: str, event_types: str =
     now = utcnow()
     with db.transaction() as conn:
         conn.execute(insert(webhook_endpoints).values(
-            id=endpoint_id, tenant_id=tenant_id, url="https://example.com/hook", description="", event_types=event_types,
-            enabled=True, secrets=[], created_at=now, updated_at=now))
+            id=endpoint_id, tenant_id=tenant_id, url="https://example.com/hook", description="",
+            event_types=event_types, enabled=True, secrets=[], created_at=now, updated_at=now))
 
 
 def messages(db: Database) -> list[dict[str, Any]]:
