@@ -41,7 +41,7 @@ from workers.errors import Forbidden, ToolFailure, ToolTimeout, UpstreamError
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_RETRY_AFTER_MS = 24 * 3600 * 1000
 EXCERPT_BYTES = 1024
-USER_AGENT = "toolrelay/0.1 (+https://github.com/toolrelay)"
+USER_AGENT = "toolrelay/0.1"
 
 
 class GuardedBackend:
