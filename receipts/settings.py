@@ -33,7 +33,6 @@ class Settings(BaseSettings):
     secret_key: str = ""
 
     # Execution defaults (DESIGN.md, guarantee 3 and 5).
-    default_timeout_s: float = 30.0
     default_max_attempts: int = 3
     retry_initial_s: float = 1.0
     retry_factor: float = 2.0

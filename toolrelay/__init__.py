@@ -11,7 +11,23 @@ The public Python API for tool authors::
 """
 
 from workers.context import ToolContext
-from workers.errors import InvalidArguments, RetryableError, ToolError, ToolTimeout, UpstreamError
+from workers.errors import (
+    InvalidArguments,
+    PartialSuccess,
+    RetryableError,
+    ToolError,
+    ToolTimeout,
+    UpstreamError,
+)
 from workers.registry import tool
 
-__all__ = ["InvalidArguments", "RetryableError", "ToolContext", "ToolError", "ToolTimeout", "UpstreamError", "tool"]
+__all__ = [
+    "InvalidArguments",
+    "PartialSuccess",
+    "RetryableError",
+    "ToolContext",
+    "ToolError",
+    "ToolTimeout",
+    "UpstreamError",
+    "tool",
+]

@@ -57,6 +57,19 @@ class ToolNotFound(ToolError):
     code = "not_found"
 
 
+class PartialSuccess(ToolError):
+    """The tool did part of its work.
+
+    Raise it with the ``output`` of what was done; the receipt ends ``partially_succeeded`` with that
+    output and this error. It is never retried: a repeat would redo the part that is done.
+    """
+
+    def __init__(self, message: str | None = None, *, output: Any = None,
+                 details: dict[str, Any] | None = None) -> None:
+        super().__init__(message, details=details)
+        self.output = output
+
+
 class RetryableError(ToolFailure):
     """The tool failed for a reason that may pass."""
 

@@ -27,7 +27,7 @@ from receipts.records import Receipt
 from receipts.store import Outcome, ReceiptStore, error
 from workers.backoff import Backoff
 from workers.context import ToolContext
-from workers.errors import ToolError, ToolFailure
+from workers.errors import PartialSuccess, ToolError, ToolFailure
 from workers.registry import Registry
 from workers.runner import Invocation, Runner
 
@@ -116,13 +116,15 @@ class Executor:
             kind = self.kinds.get(receipt.kind)
             if kind is None:
                 raise ToolFailure(f"this worker cannot run tools of kind {receipt.kind!r}")
-            output = json_output(self.runner.run(kind.prepare(receipt, context), timeout))
+            result = self.runner.run(kind.prepare(receipt, context), timeout)
+            outcome = Outcome(states.SUCCESS, output=json_output(result))
+        except PartialSuccess as exc:
+            outcome = Outcome(states.PARTIALLY_SUCCEEDED, output=json_output(exc.output), error=failure_error(exc))
         except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
             return self._failed(receipt, exc)
-        recorded = self.store.finish(receipt.id, receipt.attempt, Outcome(states.SUCCESS, output=output),
-                                     actor=self.actor)
+        recorded = self.store.finish(receipt.id, receipt.attempt, outcome, actor=self.actor)
         self._log_fenced(receipt, recorded)
-        log.info("receipt %s %s succeeded (attempt %d, %.0f ms)", receipt.id, receipt.tool, receipt.attempt,
+        log.info("receipt %s %s %s (attempt %d, %.0f ms)", receipt.id, receipt.tool, outcome.status, receipt.attempt,
                  (utcnow() - started).total_seconds() * 1000)
         return recorded
 

@@ -21,7 +21,7 @@ from receipts.tables import receipts
 from tests.support.factories import TENANT, RecordingSender
 from workers.backoff import Backoff
 from workers.context import ToolContext
-from workers.errors import RetryableError, ToolError, UpstreamError
+from workers.errors import PartialSuccess, RetryableError, ToolError, UpstreamError
 from workers.execution import Executor, PythonKind
 from workers.registry import MARK, Registry, tool
 
@@ -107,7 +107,14 @@ def returns(kind: str) -> Any:
     return {"thing": object()}
 
 
-TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release, returns]
+@tool(effect="write", idempotent=True)
+def send_batch(recipients: list[str]) -> None:
+    """Sends to each recipient; the last one bounces."""
+    CALLS.append("send_batch")
+    raise PartialSuccess("1 of 3 bounced", output={"sent": recipients[:-1]}, details={"bounced": recipients[-1]})
+
+
+TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release, returns, send_batch]
 
 
 @pytest.fixture(autouse=True)
@@ -384,3 +391,15 @@ def test_error_details_with_no_json_form_are_still_recorded(store: ReceiptStore,
     details = done.error["details"]  # type: ignore[index]
     assert details["when"] == "2030-01-01T00:00:00Z"
     assert details["what"].startswith("<object object")
+
+
+def test_partial_success_keeps_what_was_done_and_is_not_retried(store: ReceiptStore, executor: Executor,
+                                                                sender: RecordingSender) -> None:
+    receipt = submit(store, send_batch, {"recipients": ["a@x", "b@x", "c@x"]})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "partially_succeeded" and done.terminal
+    assert done.output == {"sent": ["a@x", "b@x"]}
+    assert done.error is not None and done.error["code"] == "tool_error" and not done.error["retryable"]
+    assert done.error["details"] == {"bounced": "c@x"}
+    assert CALLS == ["send_batch"] and sender.sent == []
+    assert statuses(store, receipt.id) == ["pending", "running", "partially_succeeded"]
