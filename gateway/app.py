@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from gateway import problems
 from gateway.limits import BodyLimit
+from gateway.publisher import BatchPublisher
 from gateway.routes import health, integrations, receipts, tools, webhooks
 from gateway.services import Services
 from gateway.waiters import PostgresListener
@@ -34,8 +35,11 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
     """The HTTP API. ``store`` and ``sender`` may be shared with an in-process worker (embedded mode)."""
     store = store or ReceiptStore(Database.from_settings(settings, pool_size=20))
     db = store.db
-    sender = sender or make_sender(settings)
-    services = Services(settings, store, sender)
+    publisher: BatchPublisher | None = None
+    if sender is None:
+        sender = make_sender(settings)
+        publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
+    services = Services(settings, store, sender, publisher)
     listener: PostgresListener | None = None
 
     @asynccontextmanager
@@ -49,6 +53,8 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
         yield
         if listener is not None:
             listener.stop()
+        if publisher is not None:
+            publisher.close()
 
     app = FastAPI(
         title="toolrelay",

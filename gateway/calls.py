@@ -11,7 +11,6 @@ from gateway.services import Services
 from gateway.webhook_urls import check_call_webhook_url
 from receipts import states
 from receipts.errors import NotFound
-from receipts.messages import publish_execute
 from receipts.records import Receipt, Tenant
 from receipts.store import NewCall, fingerprint
 
@@ -76,7 +75,7 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     (services.metrics.replayed if replayed else services.metrics.accepted).labels(spec.name).inc()
     if not replayed and not waiting:
         try:
-            publish_execute(services.sender, receipt, grace_s=settings.lease_grace_s)
+            services.publish(receipt)
         except Exception as exc:  # noqa: BLE001 - the row is committed; the sweeper will publish it
             log.warning("receipt %s accepted but not published (%s); the sweeper will retry", receipt.id, exc)
     return receipt, replayed

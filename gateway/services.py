@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,10 +13,10 @@ from gateway.auth import KeyCache
 from gateway.metrics import GatewayMetrics
 from gateway.waiters import Waiters
 from receipts.catalogue import Catalogue
-from receipts.messages import TaskSender
+from receipts.messages import TaskSender, publish_execute
 from receipts.nudges import Nudger
 from receipts.outbound import OutboundGuard
-from receipts.records import ToolSpec
+from receipts.records import Receipt, ToolSpec
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from receipts.tenants import Tenants
@@ -64,11 +65,15 @@ class ToolCache:
 class Services:
     """The gateway's dependencies: store, catalogue, keys, publisher and long-poll waiters."""
 
-    def __init__(self, settings: Settings, store: ReceiptStore, sender: TaskSender) -> None:
+    def __init__(self, settings: Settings, store: ReceiptStore, sender: TaskSender,
+                 publish: Callable[[Receipt], None] | None = None) -> None:
         db = store.db
         self.settings = settings
         self.db = db
         self.sender = sender
+        # How an accepted receipt's execute message goes out: batched off the request path in
+        # production (gateway/publisher.py), inline when a sender is handed in (embedded mode, tests).
+        self.publish = publish or (lambda receipt: publish_execute(sender, receipt, grace_s=settings.lease_grace_s))
         self.store = store
         self.catalogue = Catalogue(db)
         self.tenants = Tenants(db)

@@ -37,12 +37,13 @@ class TaskSender(Protocol):
     def send_task(self, name: str, args: Any = ..., **options: Any) -> Any: ...
 
 
-def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None) -> None:
+def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None,
+                    **options: Any) -> None:
     """Ask a worker on the receipt's queue to run it.
 
     The message carries the lease the claim should take (the attempt timeout plus a grace period)
     and a Celery hard time limit between the two, so a hung attempt is killed before its lease runs
-    out and the sweeper then reclaims it.
+    out and the sweeper then reclaims it. ``options`` go to ``send_task`` (e.g. a batching producer).
     """
     lease_s = receipt.timeout_s + grace_s
     sender.send_task(
@@ -51,4 +52,5 @@ def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, cou
         queue=receipt.queue,
         countdown=countdown if countdown else None,
         time_limit=receipt.timeout_s + grace_s / 2,
+        **options,
     )

@@ -1,0 +1,59 @@
+"""The gateway's batch publisher: every accepted receipt's message reaches the broker (real Redis)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+
+import pytest
+import redis
+from celery import Celery
+
+from gateway.publisher import BatchPublisher
+from receipts.db import Database
+from receipts.messages import EXECUTE_TASK, transport_options
+from receipts.settings import Settings
+from receipts.store import ReceiptStore
+from tests.support import services
+from tests.support.factories import call
+
+
+def test_every_queued_receipt_is_published_once_with_its_lease(sqlite_db: Database) -> None:
+    prefix = services.redis_prefix()
+    settings = Settings(broker_url=services.REDIS_URL, broker_key_prefix=prefix)
+    app = Celery("publisher-test", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(broker_transport_options=transport_options(settings), task_serializer="json")
+    store = ReceiptStore(sqlite_db)
+    accepted = [store.create(call())[0] for _ in range(250)]
+    publisher = BatchPublisher(app, grace_s=4)
+    try:
+        for receipt in accepted:
+            publisher(receipt)
+        publisher.close()
+        client = redis.Redis.from_url(services.REDIS_URL)
+        raw = client.lrange(f"{prefix}tools", 0, -1)
+        client.close()
+        messages = [json.loads(item) for item in raw]
+        assert len(messages) == len(accepted)
+        assert {m["headers"]["task"] for m in messages} == {EXECUTE_TASK}
+        bodies = [json.loads(base64.b64decode(m["body"])) for m in messages]
+        assert sorted(body[0][0] for body in bodies) == sorted(r.id for r in accepted)
+        assert {body[0][1] for body in bodies} == {accepted[0].timeout_s + 4}
+    finally:
+        services.clear_redis_prefix(prefix)
+
+
+def test_a_broker_that_is_down_is_reported_and_left_to_the_sweeper(sqlite_db: Database,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    app = Celery("publisher-test", broker="redis://127.0.0.1:1/0", set_as_current=False)
+    app.conf.update(broker_connection_retry=False, broker_connection_max_retries=0,
+                    broker_transport_options={"max_retries": 0})
+    store = ReceiptStore(sqlite_db)
+    receipt, _ = store.create(call())
+    publisher = BatchPublisher(app, grace_s=4)
+    publisher(receipt)
+    with caplog.at_level(logging.WARNING, logger="gateway.publisher"):
+        publisher.close(timeout=30)
+    assert "could not publish 1 accepted receipts" in caplog.text
+    assert "the sweeper will send them" in caplog.text
