@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator
@@ -128,10 +129,16 @@ receipts = Table(
     Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
     Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),
     Index("ix_receipts_tool_status", "tool", "status"),
-    Index("ix_receipts_parent", "parent_id"),
-    Index("ix_receipts_status_available", "status", "available_at"),
-    Index("ix_receipts_status_lease", "status", "lease_expires_at"),
-    Index("ix_receipts_status_deadline", "status", "deadline_at"),
+    # Partial indexes (migration 0003): only the rows a query can want are in them, so they stay small
+    # and a receipt's updates maintain them only while it is open (or has a parent).
+    Index("ix_receipts_parent", "parent_id", postgresql_where=text("parent_id IS NOT NULL"),
+          sqlite_where=text("parent_id IS NOT NULL")),
+    Index("ix_receipts_pending_available", "available_at", postgresql_where=text("status = 'pending'"),
+          sqlite_where=text("status = 'pending'")),
+    Index("ix_receipts_running_lease", "lease_expires_at", postgresql_where=text("status = 'running'"),
+          sqlite_where=text("status = 'running'")),
+    Index("ix_receipts_open_deadline", "deadline_at", postgresql_where=text("status IN ('pending', 'waiting')"),
+          sqlite_where=text("status IN ('pending', 'waiting')")),
 )
 
 receipt_events = Table(
