@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from gateway.problems import Problem
 from gateway.schemas import ToolCallRequest
@@ -57,7 +56,9 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
     limit = settings.function_deadline_max_s
     if deadline > limit:
         raise Problem.invalid("timeout_s", f"must be at most {limit:g} seconds")
-    request: dict[str, Any] = body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True)
+    request_hash = None
+    if key is not None:  # what a replay under this key must match
+        request_hash = fingerprint(body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True))
     call = NewCall(
         tenant_id=tenant.id,
         tool=spec,
@@ -67,7 +68,7 @@ def accept(services: Services, tenant: Tenant, body: ToolCallRequest, header_key
         call_id=body.call_id,
         parent_id=parent_id,
         idempotency_key=key,
-        request_hash=fingerprint(request) if key is not None else None,
+        request_hash=request_hash,
         metadata=body.metadata,
         webhook_url=body.webhook_url,
     )
