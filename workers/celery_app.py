@@ -86,12 +86,13 @@ class WorkerServices:
     def publish_catalogue(self) -> None:
         """Tell the catalogue which tools this worker runs (with the queue that serves each)."""
         Catalogue(self.db).publish(self.registry.specs())
-        log.info("published %d tools to the catalogue: %s", len(self.registry.specs()),
+        log.info("published %d Python tools to the catalogue: %s", len(self.registry.specs()),
                  ", ".join(sorted(spec.name for spec in self.registry.specs())))
-        for kind in self.executor.kinds.values():  # kinds with tools of their own (system, integration)
+        for name, kind in self.executor.kinds.items():  # kinds with tools of their own (system, integration)
             publish = getattr(kind, "publish", None)
             if callable(publish):
                 publish(self.db)
+                log.info("published the %s tools to the catalogue", name)
 
     def after_fork(self) -> None:
         """Drop connections inherited from the parent process; the child opens its own."""
