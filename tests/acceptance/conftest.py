@@ -9,9 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
-from tests.support.stack import Process
+from tests.support.stack import Process, healthy
 
 TOOLRELAY = str(Path(sys.executable).with_name("toolrelay"))
 
@@ -46,10 +44,4 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str, process
 
 
 def serving(base_url: str) -> Callable[[], bool]:
-    def check() -> bool:
-        try:
-            return httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    return check
+    return lambda: healthy(base_url)

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from tests.support.receiver import Receiver, Reply
-from tests.support.stack import ROOT, Process, free_port
+from tests.support.stack import ROOT, Process, free_port, wait_serving
 
 KEY = "trk_dev-webhooks-acceptance"
 
@@ -26,16 +26,7 @@ def dev(tmp: Path, port: int, name: str = "dev") -> Iterator[httpx.Client]:
     process = Process(name, [sys.executable, "-m", "toolrelay", "dev", "--port", str(port), "--data-dir",
                              str(tmp / "data"), "--api-key", KEY], env, tmp)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if process.popen.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"toolrelay dev did not start:\n{process.log()}")
-        time.sleep(0.1)
+    wait_serving(process, base, timeout=60)
     try:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as client:
             yield client

@@ -35,6 +35,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def healthy(base_url: str) -> bool:
+    """Whether a toolrelay HTTP server answers ``/healthz`` at ``base_url``."""
+    try:
+        return httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def wait_serving(process: Process, base_url: str, timeout: float = 30) -> None:
+    """Wait until ``process`` serves ``base_url``; fail with its log if it exits or takes too long."""
+    deadline = time.monotonic() + timeout
+    while not healthy(base_url):
+        if process.popen.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{process.name} is not serving {base_url}:\n{process.log()[-6000:]}")
+        time.sleep(0.1)
+
+
 class Process:
     """A child process in its own session (so a kill reaches its whole tree), logging to a file."""
 
@@ -102,14 +119,8 @@ class Stack:
 
     def start_gateway(self) -> Process:
         process = self.run("gateway", "gateway", "--port", str(self.port))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
-                    return process
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError(f"gateway did not start:\n{process.log()}")
+        wait_serving(process, self.base_url)
+        return process
 
     def start_worker(self, *args: str, wait: bool = True) -> Process:
         self._workers += 1

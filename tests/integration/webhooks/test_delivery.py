@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.webhooks.helpers import Hooks
 from tests.support.receiver import Receiver, Reply
-from tests.support.stack import Process, Stack, free_port, running_stack
+from tests.support.stack import Process, Stack, free_port, running_stack, wait_serving
 
 SETTINGS = {"outbound_allow_cidrs": "127.0.0.0/8", "webhook_retry_schedule": "0,1,1,1,1,1",
             "webhook_timeout_s": 2, "webhook_poll_s": 0.5}
@@ -213,15 +213,7 @@ def test_loopback_is_refused_by_a_gateway_without_an_allow_list(shared_stack: St
                       shared_stack.tmp)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, gateway.log()
-            time.sleep(0.1)
+        wait_serving(gateway, base)
         headers = {"Authorization": f"Bearer {shared_stack.api_key}"}
         for url in ("http://127.0.0.1:8080/hook", "http://localhost/hook", "http://169.254.169.254/latest"):
             response = httpx.post(f"{base}/v1/webhook-endpoints", json={"url": url}, headers=headers)
