@@ -81,12 +81,12 @@ class Services:
         self.tools = ToolCache(self.catalogue, settings.catalogue_cache_s)
         self.waiters = Waiters()
         self.metrics = GatewayMetrics(db)
-        self.store.subscribe(lambda receipt: self.waiters.notify(receipt.id))
+        self.store.subscribe(lambda receipt, _messages: self.waiters.notify(receipt.id))
         # Webhooks: endpoints and secrets, the SSRF guard for their URLs, and a nudge to the dispatcher after
         # transitions made here (cancel, a client's result), so their messages go out at once.
         self.webhooks = WebhookStore(db, settings.secret_key)
         self.outbound_guard = OutboundGuard(settings.outbound_allow_cidrs)
-        self.store.subscribe(Nudger(sender, db=db))
+        self.store.subscribe(Nudger(sender))
 
     def broker_ping(self) -> None:
         """Open (and close) a broker connection; raises when the broker is unreachable."""

@@ -12,13 +12,8 @@ import logging
 import threading
 import time
 
-from sqlalchemy import select
-
-from receipts import states
-from receipts.db import Database
 from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE, TaskSender
 from receipts.records import Receipt
-from receipts.tables import webhook_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -33,50 +28,21 @@ def publish_deliver(sender: TaskSender) -> None:
 class Nudger:
     """A store listener (``ReceiptStore.subscribe``) that publishes coalesced deliver tasks.
 
-    With ``db``, a transition of a tenant without any enabled endpoint (and without a webhook_url of
-    its own) nudges nobody: whether a tenant has endpoints is looked up at most every
-    ``endpoints_ttl_s`` per process, so installations that use no webhooks pay nothing per call. An
-    endpoint registered meanwhile is served by the periodic pump until the answer is refreshed.
+    The store tells it how many webhook messages each transition queued, so a transition that queued
+    none (a tenant without endpoints, an event nobody subscribed to) nudges nobody, and an endpoint
+    registered a moment ago is nudged for at once.
     """
 
-    def __init__(self, sender: TaskSender, *, db: Database | None = None, interval_s: float = 0.1,
-                 endpoints_ttl_s: float = 2.0) -> None:
+    def __init__(self, sender: TaskSender, *, interval_s: float = 0.1) -> None:
         self.sender = sender
-        self.db = db
         self.interval_s = interval_s
-        self.endpoints_ttl_s = endpoints_ttl_s
         self._lock = threading.Lock()
         self._last = 0.0
         self._timer: threading.Timer | None = None
-        self._endpoints: dict[str, tuple[bool, float]] = {}
 
-    def __call__(self, receipt: Receipt) -> None:
-        if receipt.status not in states.EVENT_TYPES:
-            return  # this transition announces nothing
-        if receipt.webhook_url is None and not self._has_endpoints(receipt.tenant_id):
-            return  # no outbox rows were written
-        self.nudge()
-
-    def _has_endpoints(self, tenant_id: str) -> bool:
-        if self.db is None:
-            return True
-        now = time.monotonic()
-        known = self._endpoints.get(tenant_id)
-        if known is not None and known[1] > now:
-            return known[0]
-        e = webhook_endpoints.c
-        try:
-            with self.db.read() as conn:
-                found = conn.execute(
-                    select(e.id).where(e.tenant_id == tenant_id, e.enabled.is_(True)).limit(1)
-                ).first() is not None
-        except Exception as exc:  # noqa: BLE001 - when in doubt, nudge
-            log.warning("could not look up webhook endpoints (%s)", exc)
-            return True
-        if len(self._endpoints) > 10_000:
-            self._endpoints.clear()
-        self._endpoints[tenant_id] = (found, now + self.endpoints_ttl_s)
-        return found
+    def __call__(self, receipt: Receipt, messages: int) -> None:
+        if messages:
+            self.nudge()
 
     def nudge(self) -> None:
         """Publish now, or schedule one publish at the end of the current interval."""

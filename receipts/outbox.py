@@ -31,8 +31,11 @@ def payload_for(receipt: Receipt, event_type: str, now: datetime) -> dict[str, A
     return {"type": event_type, "timestamp": iso(now), "data": receipt.to_api()}
 
 
-def emit(conn: Connection, receipt: Receipt, event_type: str, now: datetime) -> None:
-    """Queue ``event_type`` about ``receipt`` for every subscribed endpoint and the call's webhook_url."""
+def emit(conn: Connection, receipt: Receipt, event_type: str, now: datetime) -> int:
+    """Queue ``event_type`` about ``receipt`` for every subscribed endpoint and the call's webhook_url.
+
+    Returns how many messages were queued.
+    """
     payload = payload_for(receipt, event_type, now)
     ep = webhook_endpoints.c
     subscribed = select(
@@ -56,7 +59,7 @@ def emit(conn: Connection, receipt: Receipt, event_type: str, now: datetime) -> 
         )
     )
     m = webhook_messages.c
-    conn.execute(
+    queued = conn.execute(
         insert(webhook_messages).from_select(
             [
                 m.id,
@@ -74,7 +77,7 @@ def emit(conn: Connection, receipt: Receipt, event_type: str, now: datetime) -> 
             ],
             subscribed,
         )
-    )
+    ).rowcount
     if receipt.webhook_url:
         conn.execute(
             insert(webhook_messages).values(
@@ -92,3 +95,5 @@ def emit(conn: Connection, receipt: Receipt, event_type: str, now: datetime) -> 
                 updated_at=now,
             )
         )
+        queued += 1
+    return queued

@@ -61,7 +61,8 @@ def transition(row_statement: str, *, announce: bool) -> str:
     ctes = [f"r AS ({row_statement})", TIMELINE]
     if announce:
         ctes.append(OUTBOX)
-    return "WITH " + ",".join(ctes) + "\nSELECT r.* FROM r"
+    queued = "(SELECT count(*) FROM m)" if announce else "0"
+    return "WITH " + ",".join(ctes) + f"\nSELECT r.*, {queued} AS outbox_messages FROM r"
 
 
 INSERT = (

@@ -32,7 +32,8 @@ from receipts.ids import new_id
 from receipts.records import Event, Page, Receipt, ToolSpec, iso
 from receipts.tables import receipt_events, receipts
 
-Listener = Callable[[Receipt], None]
+# Called after each committed transition with the receipt and how many webhook messages it queued.
+Listener = Callable[[Receipt, int], None]
 JSON_COLUMNS = frozenset({"input", "output", "error", "metadata"})
 
 
@@ -107,18 +108,18 @@ class ReceiptStore:
         self._pg = db.dialect == "postgresql"  # the hot transitions take one round trip there
 
     def subscribe(self, listener: Listener) -> None:
-        """Call ``listener(receipt)`` in this process after every committed transition."""
+        """Call ``listener(receipt, messages_queued)`` in this process after every committed transition."""
         self._listeners.append(listener)
 
-    def _announce(self, receipt: Receipt) -> None:
+    def _announce(self, receipt: Receipt, messages: int) -> None:
         for listener in self._listeners:
-            listener(receipt)
+            listener(receipt, messages)
 
     # -- writing -----------------------------------------------------------------------------
 
     def _record(self, conn: Connection, receipt: Receipt, before: str | None, actor: str,
-                now: datetime, detail: dict[str, Any] | None = None) -> None:
-        """Append the transition to the timeline and queue its webhook messages."""
+                now: datetime, detail: dict[str, Any] | None = None) -> int:
+        """Append the transition to the timeline and queue its webhook messages; returns how many."""
         conn.execute(
             insert(receipt_events).values(
                 receipt_id=receipt.id,
@@ -131,12 +132,12 @@ class ReceiptStore:
             )
         )
         event_type = states.EVENT_TYPES.get(receipt.status)
-        if event_type is not None:
-            outbox.emit(conn, receipt, event_type, now)
+        return outbox.emit(conn, receipt, event_type, now) if event_type is not None else 0
 
     def _pg_transition(self, sql: str, params: dict[str, Any], *, before: str | None, target: str, actor: str,
                        now: datetime, detail: dict[str, Any] | None = None) -> Receipt | None:
         """Run one statement of ``pg_statements`` (transition + timeline + outbox) in autocommit."""
+        assert before is None or states.can_move(before, target), (before, target)
         event_type = states.EVENT_TYPES.get(target)
         params.update(
             now=now,
@@ -151,7 +152,7 @@ class ReceiptStore:
         if row is None:
             return None
         receipt = Receipt.from_row(row)
-        self._announce(receipt)
+        self._announce(receipt, row["outbox_messages"])
         return receipt
 
     def create(self, call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> tuple[Receipt, bool]:
@@ -213,8 +214,8 @@ class ReceiptStore:
             if row is None:
                 return self._replay(conn, call), True
             receipt = Receipt.from_row(row)
-            self._record(conn, receipt, None, actor, now)
-        self._announce(receipt)
+            messages = self._record(conn, receipt, None, actor, now)
+        self._announce(receipt, messages)
         return receipt, False
 
     def _replay(self, conn: Connection, call: NewCall) -> Receipt:
@@ -244,8 +245,8 @@ class ReceiptStore:
             if row is None:
                 return None
             receipt = Receipt.from_row(row)
-            self._record(conn, receipt, before, actor, now, detail)
-        self._announce(receipt)
+            messages = self._record(conn, receipt, before, actor, now, detail)
+        self._announce(receipt, messages)
         return receipt
 
     def claim(self, receipt_id: str, *, lease_s: float, actor: str, now: datetime | None = None) -> Receipt | None:

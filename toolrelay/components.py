@@ -21,5 +21,5 @@ def build_celery(settings: Settings, *, store: ReceiptStore | None = None) -> Ce
     services = app.toolrelay  # type: ignore[attr-defined]
     # Webhooks: the deliver task and its beat entry; transitions that wrote outbox rows nudge the dispatcher.
     install_webhooks(app, settings, db=lambda: services.db)
-    services.store.subscribe(Nudger(app, db=services.db))
+    services.store.subscribe(Nudger(app))
     return app

@@ -83,3 +83,18 @@ def test_a_calls_own_webhook_url_gets_every_event(store: ReceiptStore) -> None:
         ("receipt.succeeded", "https://example.com/mine", None),
     ]
     assert sent[1]["payload"]["data"]["output"] is None
+
+
+def test_listeners_hear_how_many_messages_each_transition_queued(store: ReceiptStore) -> None:
+    subscribe(store.db, TENANT, "ep_a")
+    subscribe(store.db, TENANT, "ep_b", ",receipt.succeeded,")
+    heard: list[tuple[str, int]] = []
+    store.subscribe(lambda receipt, messages: heard.append((receipt.status, messages)))
+    receipt, _ = store.create(call(webhook_url="https://example.com/mine"))
+    store.claim(receipt.id, lease_s=30, actor="w")
+    store.finish(receipt.id, 1, Outcome("success", output=None), actor="w")
+    other, _ = store.create(call(tenant_id=OTHER_TENANT))
+    store.claim(other.id, lease_s=30, actor="w")
+    # pending announces nothing; running: ep_a + webhook_url; succeeded: ep_a, ep_b + webhook_url.
+    assert heard == [("pending", 0), ("running", 2), ("success", 3), ("pending", 0), ("running", 0)]
+    assert len(messages(store.db)) == 5

@@ -369,7 +369,7 @@ def test_every_transition_is_logged_in_the_same_transaction(store: ReceiptStore)
 
 def test_listeners_hear_every_committed_transition(store: ReceiptStore) -> None:
     heard: list[tuple[str, str]] = []
-    store.subscribe(lambda r: heard.append((r.id, r.status)))
+    store.subscribe(lambda r, _messages: heard.append((r.id, r.status)))
     receipt, _ = store.create(call())
     store.claim(receipt.id, lease_s=30, actor="w")
     store.finish(receipt.id, 1, Outcome("success", output=1), actor="w")
