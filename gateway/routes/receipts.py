@@ -26,20 +26,17 @@ RECHECK_S = 2.0  # re-read while waiting, in case a notification was missed
 
 
 async def wait_for_terminal(services: Services, tenant: Tenant, receipt: Receipt, wait_s: float) -> Receipt:
-    """Wait up to ``wait_s`` for ``receipt`` to reach a terminal (or waiting) state."""
+    """Wait up to ``wait_s`` for ``receipt`` to reach a terminal state; the receipt as last read."""
     deadline = time.monotonic() + min(wait_s, services.settings.long_poll_max_s)
     while not receipt.terminal:
         left = deadline - time.monotonic()
-        if left <= 0:
-            break
         with services.waiters.watch(receipt.id) as woken:
             # Read after registering, so a transition in between is never missed.
             receipt = await run_in_threadpool(services.store.get, tenant.id, receipt.id)
-            if receipt.terminal:
+            if receipt.terminal or left <= 0:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken, min(left, RECHECK_S))
-        receipt = await run_in_threadpool(services.store.get, tenant.id, receipt.id)
     return receipt
 
 
