@@ -117,21 +117,18 @@ class Sweeper:
                     .where(receipts.c.status == states.PENDING, receipts.c.available_at > now)
                     .values(published_at=None)
                 )
-        due = self._select(
+        unsent = and_(
             receipts.c.status == states.PENDING,
             receipts.c.available_at <= now,
             or_(receipts.c.published_at.is_(None), receipts.c.published_at <= stale),
         )
-        if not due:
-            return []
+        due = select(receipts.c.id).where(unsent).order_by(receipts.c.id).limit(self.batch)
         with self.store.db.transaction() as conn:
+            # One statement picks and marks them; the repeated condition keeps a concurrent sweeper
+            # (or a claim) that got there first from being overridden.
             rows = conn.execute(
                 update(receipts)
-                .where(
-                    receipts.c.id.in_([r.id for r in due]),
-                    receipts.c.status == states.PENDING,
-                    or_(receipts.c.published_at.is_(None), receipts.c.published_at <= stale),
-                )
+                .where(receipts.c.id.in_(due.scalar_subquery()), unsent)
                 .values(published_at=now)
                 .returning(*receipts.c)
             ).mappings().all()
