@@ -70,22 +70,27 @@ INSERT = (
     " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING *"
 )
 
+# The guards after ``id = %(id)s`` are wrapped in ``(...) IS TRUE`` (the same test: NULL fails either way)
+# so that they cannot match a partial index on open receipts. Written plainly, a claim's
+# ``status = 'pending' AND deadline_at > now`` lets the planner walk every open receipt's deadline and
+# filter on the id, which it does without fresh statistics: each claim then cost as much as the backlog
+# was long. This way the primary key is the only path to the row.
 CLAIM = """
 UPDATE receipts SET status = 'running', updated_at = %(now)s, attempt = attempt + 1,
        lease_expires_at = %(lease_expires_at)s, started_at = %(now)s
-WHERE id = %(id)s AND status = 'pending' AND available_at <= %(due_by)s AND deadline_at > %(now)s
+WHERE id = %(id)s AND (status = 'pending' AND available_at <= %(due_by)s AND deadline_at > %(now)s) IS TRUE
 RETURNING *"""
 
 FINISH = """
 UPDATE receipts SET status = %(target)s, updated_at = %(now)s, output = %(output)s, error = %(error)s,
        finished_at = %(now)s, lease_expires_at = NULL
-WHERE id = %(id)s AND status = %(before)s AND attempt = %(attempt)s
+WHERE id = %(id)s AND (status = %(before)s AND attempt = %(attempt)s) IS TRUE
 RETURNING *"""
 
 RETRY = """
 UPDATE receipts SET status = 'pending', updated_at = %(now)s, error = %(error)s, available_at = %(available_at)s,
        published_at = %(published_at)s, lease_expires_at = NULL
-WHERE id = %(id)s AND status = 'running' AND attempt = %(attempt)s
+WHERE id = %(id)s AND (status = 'running' AND attempt = %(attempt)s) IS TRUE
 RETURNING *"""
 
 CREATE_PENDING = transition(INSERT, announce=False)
