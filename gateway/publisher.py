@@ -14,8 +14,9 @@ import queue
 import threading
 
 from celery import Celery
+from kombu.utils.uuid import uuid
 
-from receipts.messages import publish_execute
+from receipts.messages import EXECUTE_TASK, execute_call
 from receipts.records import Receipt
 
 log = logging.getLogger(__name__)
@@ -70,9 +71,17 @@ class BatchPublisher:
                 self._publish(batch)
 
     def _publish(self, batch: list[Receipt]) -> None:
+        # The message send_task would build, without its per-call option merging, routing and
+        # repr of the arguments (a third of the gateway's publishing time).
+        amqp = self.app.amqp
         try:
             with self.app.producer_or_acquire() as producer, producer.batch(max_size=MAX_BATCH * 2):
                 for receipt in batch:
-                    publish_execute(self.app, receipt, grace_s=self.grace_s, producer=producer)
+                    args, options = execute_call(receipt, grace_s=self.grace_s)
+                    queue = options.pop("queue")
+                    task_id = uuid()
+                    message = amqp.as_task_v2(task_id, EXECUTE_TASK, args, {}, root_id=task_id, ignore_result=True,
+                                              argsrepr=repr(args), kwargsrepr="{}", **options)
+                    amqp.send_task_message(producer, EXECUTE_TASK, message, queue=queue)
         except Exception as exc:  # noqa: BLE001 - the rows are committed; the sweeper re-sends their messages
             log.warning("could not publish %d accepted receipts (%s); the sweeper will send them", len(batch), exc)

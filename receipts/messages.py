@@ -37,20 +37,22 @@ class TaskSender(Protocol):
     def send_task(self, name: str, args: Any = ..., **options: Any) -> Any: ...
 
 
-def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None,
-                    **options: Any) -> None:
-    """Ask a worker on the receipt's queue to run it.
+def execute_call(receipt: Receipt, *, grace_s: float) -> tuple[list[Any], dict[str, Any]]:
+    """The execute task's arguments and options for ``receipt``.
 
     The message carries the lease the claim should take (the attempt timeout plus a grace period)
     and a Celery hard time limit between the two, so a hung attempt is killed before its lease runs
-    out and the sweeper then reclaims it. ``options`` go to ``send_task`` (e.g. a batching producer).
+    out and the sweeper then reclaims it.
     """
-    lease_s = receipt.timeout_s + grace_s
-    sender.send_task(
-        EXECUTE_TASK,
-        args=[receipt.id, lease_s],
-        queue=receipt.queue,
-        countdown=countdown if countdown else None,
-        time_limit=receipt.timeout_s + grace_s / 2,
-        **options,
-    )
+    return [receipt.id, receipt.timeout_s + grace_s], {"queue": receipt.queue,
+                                                       "time_limit": receipt.timeout_s + grace_s / 2}
+
+
+def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None,
+                    **options: Any) -> None:
+    """Ask a worker on the receipt's queue to run it (see :func:`execute_call`).
+
+    ``options`` go to ``send_task`` (e.g. a batching producer).
+    """
+    args, call_options = execute_call(receipt, grace_s=grace_s)
+    sender.send_task(EXECUTE_TASK, args=args, countdown=countdown if countdown else None, **call_options, **options)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from typing import Any
 
 import pytest
 import redis
@@ -12,7 +13,7 @@ from celery import Celery
 
 from gateway.publisher import BatchPublisher
 from receipts.db import Database
-from receipts.messages import EXECUTE_TASK, transport_options
+from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from tests.support import services
@@ -57,3 +58,34 @@ def test_a_broker_that_is_down_is_reported_and_left_to_the_sweeper(sqlite_db: Da
         publisher.close(timeout=30)
     assert "could not publish 1 accepted receipts" in caplog.text
     assert "the sweeper will send them" in caplog.text
+
+
+def test_a_batched_message_is_the_message_send_task_would_send(sqlite_db: Database) -> None:
+    prefix = services.redis_prefix()
+    settings = Settings(broker_url=services.REDIS_URL, broker_key_prefix=prefix)
+    app = Celery("publisher-test", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(broker_transport_options=transport_options(settings), task_serializer="json",
+                    task_ignore_result=True)
+    receipt, _ = ReceiptStore(sqlite_db).create(call())
+    publisher = BatchPublisher(app, grace_s=4)
+    try:
+        publish_execute(app, receipt, grace_s=4)
+        publisher(receipt)
+        publisher.close()
+        client = redis.Redis.from_url(services.REDIS_URL)
+        sent, batched = [json.loads(item) for item in reversed(client.lrange(f"{prefix}tools", 0, -1))]
+        client.close()
+        per_message = {"id", "root_id", "correlation_id", "delivery_tag", "reply_to", "ignore_result"}
+
+        def shape(message: dict[str, Any]) -> dict[str, Any]:
+            return {"body": message["body"], **{k: v for k, v in message.items() if k not in ("body", "headers",
+                                                                                          "properties")},
+                    "headers": {k: v for k, v in message["headers"].items() if k not in per_message},
+                    "properties": {k: v for k, v in message["properties"].items() if k not in per_message}}
+
+        assert shape(batched) == shape(sent)
+        assert batched["headers"]["id"] == batched["headers"]["root_id"] == batched["properties"]["correlation_id"]
+        assert batched["headers"]["timelimit"] == [receipt.timeout_s + 2, None]
+        assert batched["headers"]["ignore_result"] is True
+    finally:
+        services.clear_redis_prefix(prefix)
