@@ -128,14 +128,15 @@ class Database:
         """Run one statement in autocommit straight on a pooled psycopg connection; its first row.
 
         For the hot paths only (``pg_statements``): SQL written for psycopg, no SQLAlchemy
-        compilation or result processing in between.
+        compilation or result processing in between. Results come in binary format, which spares
+        both ends formatting and parsing the row's timestamps and numbers as text.
         """
         if self._statements is None:
             raise RuntimeError("single statements need PostgreSQL")
         conn = self._statements.raw_connection()
         try:
             dbapi: psycopg.Connection[Any] = conn.dbapi_connection  # type: ignore[assignment]
-            with dbapi.cursor(row_factory=dict_row) as cursor:
+            with dbapi.cursor(row_factory=dict_row, binary=True) as cursor:
                 cursor.execute(sql, params)  # type: ignore[arg-type]
                 return cursor.fetchone()
         except psycopg.OperationalError:
