@@ -102,6 +102,13 @@ def pipeline_section(run: Run) -> dict[str, Any]:
         summary = "".join(profiles.summarize(r.path) for r in recorders if r.path.exists())
         (out / "summary.txt").write_text(summary)
         result["profiles"] = str(out)
+    with run.phase(f"worker alone: {args.calls} queued calls"):
+        worker.kill(signal.SIGTERM)
+
+        def fresh_worker() -> int:
+            return deployment.start_worker(args.workers).popen.pid
+
+        result["drain"] = pipeline.drain(args.calls, args.concurrency, fresh_worker)
     with run.phase("stop gateway + worker"):
         deployment.stop_processes()
     return result
@@ -120,6 +127,8 @@ def celery_section(run: Run) -> dict[str, Any]:
             result["round_trip"] = load.ms(baseline.round_trips(args.low_load_calls))
     with run.phase(f"bare Celery: {args.calls} tasks"):
         result["throughput"] = baseline.throughput(args.calls)
+    with run.phase(f"bare Celery worker alone: {args.calls} queued tasks"):
+        result["drain"] = baseline.drain(args.calls)
     with run.phase("bare Celery: stop worker"):
         run.deployment.stop_processes()
     return result
@@ -278,13 +287,20 @@ def table(results: dict[str, Any]) -> str:
                  ("bare Celery publish rate (tasks/s)", f"{bare['throughput']['publish_per_s']}", ""),
                  ("bare Celery CPU ms/task worker / client",
                   " / ".join(f"{v:.2f}" for v in bare["throughput"]["cpu_ms_per_task"].values()), "")]
+    drain, bare_drain = pipe.get("drain"), bare.get("drain")
+    if drain:
+        rows.append(("worker alone, queue drain (calls/s)", f"{drain['calls_per_s']}", ""))
+    if drain and bare_drain:
+        rows += [("bare Celery worker alone, queue drain (tasks/s)", f"{bare_drain['tasks_per_s']}", ""),
+                 ("ratio of the drains", f"{drain['calls_per_s'] / bare_drain['tasks_per_s']:.2f}x", ""),
+                 ("worker CPU ms/call, drain: toolrelay / bare",
+                  f"{drain['worker_cpu_ms_per_call']:.2f} / {bare_drain['cpu_ms_per_task']:.2f}", "")]
     cpu = tput.get("cpu_ms_per_call", {})
     if cpu:
         rows.append(("CPU ms/call gw / worker / pg / client",
                      " / ".join(f"{cpu.get(k, 0):.2f}" for k in ("gateway", "worker", "postgres", "load_generator")),
                      ""))
-    failures = tput.get("rejected", 0) + tput.get("not_success", 0) + low.get("rejected", 0) + low.get(
-        "not_success", 0)
+    failures = sum(part.get(key, 0) for part in (tput, low, drain or {}) for key in ("rejected", "not_success"))
     rows.append(("rejected or not success", str(failures), "0"))
     hooks = results.get("webhooks", {})
     if hooks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
@@ -73,6 +74,21 @@ class Pipeline:
             "cpu_ms_per_call": per_call,
             **_failures(batch, rows),
         }
+
+    def drain(self, calls: int, concurrency: int, start_worker: Callable[[], int]) -> dict[str, Any]:
+        """The worker alone: ``calls`` accepted while no worker runs (the caller stopped it), then a
+        fresh worker (``start_worker`` returns its pid) empties the queue. The rate runs from the first
+        receipt finished to the last, so the worker's start is left out."""
+        batch = self._submit(calls, concurrency)
+        self.pids["worker"] = start_worker()
+        cpu_before = tree_cpu_s(self.pids["worker"])
+        load.wait_terminal(self.deployment.db, self.submitted)
+        cpu_after = tree_cpu_s(self.pids["worker"])
+        rows = load.settled(self.deployment.db, [s.receipt_id for s in batch.accepted if s.receipt_id])
+        finished = sorted(r.finished_at for r in rows.values())
+        return {"calls": calls, "calls_per_s": round((len(finished) - 1) / (finished[-1] - finished[0]), 1),
+                "worker_cpu_ms_per_call": round((cpu_after - cpu_before) * 1000 / calls, 3),
+                **_failures(batch, rows)}
 
     def _cpu(self) -> dict[str, float]:
         """CPU seconds so far of the gateway, the worker (with its pool), each PostgreSQL backend of this
