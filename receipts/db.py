@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DisconnectionError
@@ -94,6 +95,7 @@ class Database:
         # single-statement transitions on a pool of autocommit connections of their own.
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._statements = statements
+        self._async_pool: AsyncConnectionPool[Any] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, pool_size: int = 10) -> Database:
@@ -144,6 +146,40 @@ class Database:
             raise
         finally:
             conn.close()
+
+    async def open_async(self, size: int) -> None:
+        """Open a pool of ``size`` async connections for :meth:`astatement` (PostgreSQL only; else a no-op).
+
+        Call it from the event loop that will use the pool; :meth:`close_async` closes it there.
+        """
+        if self._statements is None or self._async_pool is not None:
+            return
+        conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            conninfo, min_size=1, max_size=size, kwargs={"autocommit": True}, open=False, name="statements")
+        await pool.open()
+        self._async_pool = pool
+
+    async def close_async(self) -> None:
+        pool, self._async_pool = self._async_pool, None
+        if pool is not None:
+            await pool.close()
+
+    @property
+    def async_ready(self) -> bool:
+        """Whether :meth:`astatement` can run (the async pool is open)."""
+        return self._async_pool is not None
+
+    async def astatement(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """:meth:`statement` awaited on the event loop, on a connection of the async pool.
+
+        A connection that broke goes back to the pool as broken, and the pool replaces it.
+        """
+        if self._async_pool is None:
+            raise RuntimeError("the async pool is not open (Database.open_async)")
+        async with self._async_pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cursor:
+            await cursor.execute(sql, params)  # type: ignore[arg-type]
+            return await cursor.fetchone()
 
     def ping(self) -> None:
         with self.engine.connect() as conn:

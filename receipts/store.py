@@ -12,6 +12,7 @@ Two rules keep concurrent workers honest (DESIGN.md, guarantee 2):
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import builtins
 import hashlib
@@ -82,6 +83,11 @@ def error(code: str, message: str, *, retryable: bool = False, retry_after_ms: i
     }
 
 
+def _pg_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A row's values as psycopg parameters: JSON columns wrapped as jsonb."""
+    return {k: Jsonb(v) if k in JSON_COLUMNS and v is not None else v for k, v in values.items()}
+
+
 def encode_cursor(receipt_id: str) -> str:
     return base64.urlsafe_b64encode(receipt_id.encode()).decode().rstrip("=")
 
@@ -137,6 +143,14 @@ class ReceiptStore:
     def _pg_transition(self, sql: str, params: dict[str, Any], *, before: str | None, target: str, actor: str,
                        now: datetime, detail: dict[str, Any] | None = None) -> Receipt | None:
         """Run one statement of ``pg_statements`` (transition + timeline + outbox) in autocommit."""
+        row = self.db.statement(sql, self._pg_params(params, before=before, target=target, actor=actor, now=now,
+                                                     detail=detail))
+        return self._pg_recorded(row)
+
+    @staticmethod
+    def _pg_params(params: dict[str, Any], *, before: str | None, target: str, actor: str, now: datetime,
+                   detail: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``params`` plus what the timeline and outbox parts of a ``pg_statements`` statement take."""
         assert before is None or states.can_move(before, target), (before, target)
         event_type = states.EVENT_TYPES.get(target)
         params.update(
@@ -148,7 +162,10 @@ class ReceiptStore:
             event_pattern=f"%,{event_type},%",
             timestamp=iso(now),
         )
-        row = self.db.statement(sql, params)
+        return params
+
+    def _pg_recorded(self, row: dict[str, Any] | None) -> Receipt | None:
+        """The receipt a ``pg_statements`` statement returned (None: it matched nothing), announced."""
         if row is None:
             return None
         receipt = Receipt.from_row(row)
@@ -165,10 +182,52 @@ class ReceiptStore:
             IdempotencyMismatch: the key was used before with a different request.
         """
         now = utcnow()
-        receipt_id = new_id("rcpt")
+        values = self._new_receipt(call, status, now)
+        if self._pg:
+            sql = pg.CREATE_ANNOUNCED if status in states.EVENT_TYPES else pg.CREATE_PENDING
+            created = self._pg_transition(sql, _pg_values(values), before=None, target=status, actor=actor, now=now)
+            if created is not None:
+                return created, False
+            return self._replay_read(call), True
+        with self.db.transaction() as conn:
+            stmt = dialect_insert(conn)(receipts).values(**values)
+            if call.idempotency_key is not None:
+                stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+            row = conn.execute(stmt.returning(*receipts.c)).mappings().first()
+            if row is None:
+                return self._replay(conn, call), True
+            receipt = Receipt.from_row(row)
+            messages = self._record(conn, receipt, None, actor, now)
+        self._announce(receipt, messages)
+        return receipt, False
+
+    async def create_pending(self, call: NewCall, *, actor: str = "api") -> tuple[Receipt, bool]:
+        """:meth:`create` of a pending call, for an event loop: the same statement and guarantees.
+
+        With the database's async pool open (PostgreSQL, see ``Database.open_async``), the INSERT is
+        awaited on the loop itself; elsewhere :meth:`create` runs in a thread. A pending receipt
+        queues no webhook messages, so its listeners do nothing that could block the loop.
+        """
+        if not (self._pg and self.db.async_ready):
+            return await asyncio.to_thread(self.create, call, actor=actor)
+        now = utcnow()
+        params = self._pg_params(_pg_values(self._new_receipt(call, states.PENDING, now)), before=None,
+                                 target=states.PENDING, actor=actor, now=now)
+        created = self._pg_recorded(await self.db.astatement(pg.CREATE_PENDING, params))
+        if created is not None:
+            return created, False
+        return await asyncio.to_thread(self._replay_read, call), True
+
+    def _replay_read(self, call: NewCall) -> Receipt:
+        with self.db.read() as conn:
+            return self._replay(conn, call)
+
+    @staticmethod
+    def _new_receipt(call: NewCall, status: str, now: datetime) -> dict[str, Any]:
+        """The row of a newly accepted call."""
         spec = call.tool
-        values = {
-            "id": receipt_id,
+        return {
+            "id": new_id("rcpt"),
             "tenant_id": call.tenant_id,
             "trace_id": call.trace_id or new_id("trace"),
             "call_id": call.call_id,
@@ -198,25 +257,6 @@ class ReceiptStore:
             "published_at": now if status == states.PENDING else None,
             "lease_expires_at": None,
         }
-        if self._pg:
-            sql = pg.CREATE_ANNOUNCED if status in states.EVENT_TYPES else pg.CREATE_PENDING
-            params = {k: Jsonb(v) if k in JSON_COLUMNS and v is not None else v for k, v in values.items()}
-            created = self._pg_transition(sql, params, before=None, target=status, actor=actor, now=now)
-            if created is not None:
-                return created, False
-            with self.db.read() as conn:
-                return self._replay(conn, call), True
-        with self.db.transaction() as conn:
-            stmt = dialect_insert(conn)(receipts).values(**values)
-            if call.idempotency_key is not None:
-                stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
-            row = conn.execute(stmt.returning(*receipts.c)).mappings().first()
-            if row is None:
-                return self._replay(conn, call), True
-            receipt = Receipt.from_row(row)
-            messages = self._record(conn, receipt, None, actor, now)
-        self._announce(receipt, messages)
-        return receipt, False
 
     def _replay(self, conn: Connection, call: NewCall) -> Receipt:
         """The receipt an earlier request with this idempotency key created, if it was the same request."""

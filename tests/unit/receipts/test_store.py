@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -12,6 +13,7 @@ from sqlalchemy import func, select
 from receipts import states
 from receipts.db import Database, utcnow
 from receipts.errors import IdempotencyMismatch, InvalidTransition, NotFound
+from receipts.records import Receipt
 from receipts.store import Outcome, ReceiptStore, decode_cursor, encode_cursor, error, fingerprint
 from receipts.tables import receipt_events, receipts
 from tests.support.factories import OTHER_TENANT, TENANT, call, spec
@@ -79,6 +81,37 @@ def test_duplicate_key_with_different_request_is_a_mismatch(store: ReceiptStore)
         store.create(call(arguments={"x": 2}, idempotency_key="k1", request_hash=fingerprint({"arguments": {"x": 2}})))
     assert caught.value.details["receipt_id"] == first.id
     assert count_receipts(store) == 1
+
+
+def test_create_pending_on_an_event_loop_is_create(store: ReceiptStore) -> None:
+    """The gateway's awaited create (on PostgreSQL, on the async pool) stores and replays as create does."""
+    request_hash = fingerprint({"tool": "echo", "arguments": {"x": 1}})
+    announced: list[tuple[str, int]] = []
+    store.subscribe(lambda receipt, messages: announced.append((receipt.status, messages)))
+
+    async def scenario() -> tuple[Receipt, bool, Receipt, bool, IdempotencyMismatch]:
+        await store.db.open_async(2)
+        try:
+            assert store.db.async_ready == (store.db.dialect == "postgresql")
+            first, replayed_first = await store.create_pending(call(idempotency_key="k1", request_hash=request_hash))
+            again, replayed_again = await store.create_pending(call(idempotency_key="k1", request_hash=request_hash))
+            with pytest.raises(IdempotencyMismatch) as caught:
+                await store.create_pending(call(arguments={"x": 2}, idempotency_key="k1",
+                                                request_hash=fingerprint({"arguments": {"x": 2}})))
+            return first, replayed_first, again, replayed_again, caught.value
+        finally:
+            await store.db.close_async()
+
+    first, replayed_first, again, replayed_again, mismatch = asyncio.run(scenario())
+    assert (replayed_first, replayed_again) == (False, True)
+    assert again == first == store.get(TENANT, first.id)
+    assert (first.status, first.attempt, first.input, first.idempotency_key) == ("pending", 0, {"x": 1}, "k1")
+    assert first.published_at == first.created_at
+    assert mismatch.details["receipt_id"] == first.id
+    assert count_receipts(store) == 1
+    assert timeline(store, first.id) == [(None, "pending", 0, "api")]
+    assert announced == [("pending", 0)]
+    assert not store.db.async_ready
 
 
 def test_idempotency_keys_are_scoped_to_the_tenant(store: ReceiptStore) -> None:
