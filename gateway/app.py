@@ -12,7 +12,7 @@ from fastapi import FastAPI
 
 from gateway import problems
 from gateway.limits import BodyLimit
-from gateway.publisher import BatchPublisher
+from gateway.publisher import BatchPublisher, RedisPublisher
 from gateway.routes import health, integrations, receipts, tools, webhooks
 from gateway.services import Services
 from gateway.waiters import PostgresListener
@@ -20,6 +20,8 @@ from receipts.db import Database
 from receipts.messages import TaskSender, transport_options
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
+
+ASYNC_POOL_SIZE = 10  # connections for the INSERTs that POST /v1/tool-calls awaits on the event loop
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +37,13 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
     """The HTTP API. ``store`` and ``sender`` may be shared with an in-process worker (embedded mode)."""
     store = store or ReceiptStore(Database.from_settings(settings, pool_size=20))
     db = store.db
-    publisher: BatchPublisher | None = None
+    publisher: RedisPublisher | BatchPublisher | None = None
     if sender is None:
         sender = make_sender(settings)
-        publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
+        if RedisPublisher.supports(settings.broker_url):
+            publisher = RedisPublisher(sender, grace_s=settings.lease_grace_s)
+        else:
+            publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
     services = Services(settings, store, sender, publisher)
     listener: PostgresListener | None = None
 
@@ -46,6 +51,7 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         nonlocal listener
         services.waiters.bind(asyncio.get_running_loop())
+        await db.open_async(ASYNC_POOL_SIZE)
         if db.dialect == "postgresql":
             conninfo = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
             listener = PostgresListener(conninfo, services.waiters)
@@ -53,7 +59,10 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
         yield
         if listener is not None:
             listener.stop()
-        if publisher is not None:
+        await db.close_async()
+        if isinstance(publisher, RedisPublisher):
+            await publisher.aclose()
+        elif publisher is not None:
             publisher.close()
 
     app = FastAPI(

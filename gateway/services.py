@@ -47,6 +47,11 @@ class ToolCache:
         self.ttl_s = ttl_s
         self._cache: dict[tuple[str, str], tuple[CheckedTool, float]] = {}
 
+    def cached(self, tenant_id: str, name: str) -> CheckedTool | None:
+        """The entry if it is cached and fresh, without touching the database."""
+        hit = self._cache.get((tenant_id, name))
+        return hit[0] if hit is not None and hit[1] > time.monotonic() else None
+
     def get(self, tenant_id: str, name: str) -> CheckedTool:
         key = (tenant_id, name)
         hit = self._cache.get(key)

@@ -56,7 +56,7 @@ async def create_tool_call(body: ToolCallRequest, services: ServicesDep, tenant:
     With ``wait_s``, answers 200 with the terminal receipt if it settles in time. The same
     Idempotency-Key with the same request returns the first receipt (200, ``Idempotent-Replayed``).
     """
-    receipt, replayed = await run_in_threadpool(accept, services, tenant, body, idempotency_key)
+    receipt, replayed = await accept(services, tenant, body, idempotency_key)
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
     if body.wait_s and receipt.status != states.WAITING:  # a client-run call waits for its client

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,20 +75,27 @@ class Gateway:
         return thread
 
 
-@pytest.fixture
-def gateway(sqlite_db: Database) -> Iterator[Gateway]:
-    settings = Settings(database_url=sqlite_db.engine.url.render_as_string(hide_password=False),
+@contextmanager
+def running_gateway(db: Database) -> Iterator[Gateway]:
+    """The app on ``db`` (on PostgreSQL with its listener and async pool), two tenants, the test tools."""
+    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False),
                         secret_key="unit-test-secret")
-    store = ReceiptStore(sqlite_db)
+    store = ReceiptStore(db)
     sender = RecordingSender()
-    Catalogue(sqlite_db).publish(TOOLS)
-    tenants = Tenants(sqlite_db)
+    Catalogue(db).publish(TOOLS)
+    tenants = Tenants(db)
     key = tenants.create_key("acme")
     other_key = tenants.create_key("intruders")
     tenant = tenants.for_key(key)
     assert tenant is not None
     with TestClient(create_app(settings, store=store, sender=sender)) as client:
-        yield Gateway(client, store, sender, sqlite_db, key, other_key, tenant.id)
+        yield Gateway(client, store, sender, db, key, other_key, tenant.id)
+
+
+@pytest.fixture
+def gateway(sqlite_db: Database) -> Iterator[Gateway]:
+    with running_gateway(sqlite_db) as running:
+        yield running
 
 
 def assert_problem(response: Any, status: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -11,13 +12,22 @@ import pytest
 import redis
 from celery import Celery
 
-from gateway.publisher import BatchPublisher
+from gateway.publisher import BatchPublisher, RedisPublisher
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
 from receipts.store import ReceiptStore
 from tests.support import services
 from tests.support.factories import call
+
+PER_MESSAGE = {"id", "root_id", "correlation_id", "delivery_tag", "reply_to", "ignore_result"}
+
+
+def shape(message: dict[str, Any]) -> dict[str, Any]:
+    """A message without what differs from one message to the next (ids, tags)."""
+    return {**{k: v for k, v in message.items() if k not in ("headers", "properties")},
+            "headers": {k: v for k, v in message["headers"].items() if k not in PER_MESSAGE},
+            "properties": {k: v for k, v in message["properties"].items() if k not in PER_MESSAGE}}
 
 
 def test_every_queued_receipt_is_published_once_with_its_lease(sqlite_db: Database) -> None:
@@ -75,17 +85,74 @@ def test_a_batched_message_is_the_message_send_task_would_send(sqlite_db: Databa
         client = redis.Redis.from_url(services.REDIS_URL)
         sent, batched = [json.loads(item) for item in reversed(client.lrange(f"{prefix}tools", 0, -1))]
         client.close()
-        per_message = {"id", "root_id", "correlation_id", "delivery_tag", "reply_to", "ignore_result"}
-
-        def shape(message: dict[str, Any]) -> dict[str, Any]:
-            return {"body": message["body"], **{k: v for k, v in message.items() if k not in ("body", "headers",
-                                                                                          "properties")},
-                    "headers": {k: v for k, v in message["headers"].items() if k not in per_message},
-                    "properties": {k: v for k, v in message["properties"].items() if k not in per_message}}
-
         assert shape(batched) == shape(sent)
         assert batched["headers"]["id"] == batched["headers"]["root_id"] == batched["properties"]["correlation_id"]
         assert batched["headers"]["timelimit"] == [receipt.timeout_s + 2, None]
         assert batched["headers"]["ignore_result"] is True
     finally:
         services.clear_redis_prefix(prefix)
+
+
+def redis_app(prefix: str) -> Celery:
+    settings = Settings(broker_url=services.REDIS_URL, broker_key_prefix=prefix)
+    app = Celery("publisher-test", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(broker_transport_options=transport_options(settings), task_serializer="json",
+                    task_ignore_result=True)
+    return app
+
+
+def queued(prefix: str) -> list[dict[str, Any]]:
+    client = redis.Redis.from_url(services.REDIS_URL)
+    try:
+        return [json.loads(item) for item in reversed(client.lrange(f"{prefix}tools", 0, -1))]
+    finally:
+        client.close()
+
+
+def test_the_event_loop_publisher_sends_what_send_task_sends(sqlite_db: Database) -> None:
+    prefix = services.redis_prefix()
+    app = redis_app(prefix)
+    receipts = [ReceiptStore(sqlite_db).create(call())[0] for _ in range(300)]
+    publisher = RedisPublisher(app, grace_s=4)
+
+    async def publish_all() -> None:
+        for receipt in receipts:
+            publisher(receipt)
+            if len(publisher._pending) % 50 == 0:
+                await asyncio.sleep(0)  # let a flush start: later receipts go in the next batch
+        await publisher.aclose()
+
+    try:
+        publish_execute(app, receipts[0], grace_s=4)
+        asyncio.run(publish_all())
+        sent, *published = queued(prefix)
+        assert len(published) == len(receipts)
+        assert shape(published[0]) == shape(sent)  # the same receipt: the same message
+        for message in published:
+            same_but_receipt = shape(message)
+            same_but_receipt["headers"]["argsrepr"] = shape(sent)["headers"]["argsrepr"]
+            assert same_but_receipt == shape(sent) | {"body": message["body"]}
+            assert message["headers"]["id"] == message["headers"]["root_id"] == message["properties"]["correlation_id"]
+            assert message["headers"]["ignore_result"] is True
+        bodies = [json.loads(base64.b64decode(m["body"])) for m in published]
+        assert [body[0][0] for body in bodies] == [r.id for r in receipts]
+        assert [m["headers"]["argsrepr"] for m in published] == [repr(body[0]) for body in bodies]
+        assert len({m["headers"]["id"] for m in published}) == len(receipts)
+    finally:
+        services.clear_redis_prefix(prefix)
+
+
+def test_the_event_loop_publisher_reports_a_broker_that_is_down(sqlite_db: Database,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    app = Celery("publisher-test", broker="redis://127.0.0.1:1/0", set_as_current=False)
+    receipt, _ = ReceiptStore(sqlite_db).create(call())
+    publisher = RedisPublisher(app, grace_s=4)
+
+    async def publish() -> None:
+        publisher(receipt)
+        await publisher.aclose()
+
+    with caplog.at_level(logging.WARNING, logger="gateway.publisher"):
+        asyncio.run(publish())
+    assert "could not publish 1 accepted receipts" in caplog.text
+    assert "the sweeper will send them" in caplog.text

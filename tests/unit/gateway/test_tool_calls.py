@@ -8,9 +8,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.unit.gateway.conftest import Gateway, assert_problem
+from receipts.db import Database
+from tests.unit.gateway.conftest import Gateway, assert_problem, running_gateway
 
 MIB = 1024 * 1024
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def gateway(request: pytest.FixtureRequest) -> Iterator[Gateway]:
+    """Both backends: on PostgreSQL a pending call's INSERT is awaited on the event loop (async pool)."""
+    db: Database = request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
+    with running_gateway(db) as running:
+        assert running.db.async_ready == (request.param == "postgresql")
+        yield running
 
 
 def test_call_is_accepted_stored_and_published(gateway: Gateway) -> None:
