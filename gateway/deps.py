@@ -13,13 +13,18 @@ from gateway.services import Services
 from receipts.records import Tenant
 
 
-def get_services(request: Request) -> Services:
+def services_of(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
+
+
+async def get_services(request: Request) -> Services:
+    # async on purpose: FastAPI runs a plain ``def`` dependency on a worker thread, a hop per request.
+    return services_of(request)
 
 
 async def get_tenant(request: Request) -> Tenant:
     key = bearer_key(request)
-    services = get_services(request)
+    services = services_of(request)
     known, tenant = services.keys.cached(key)
     if not known:
         tenant = await run_in_threadpool(services.keys.lookup, key)
