@@ -58,7 +58,7 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
             listener.start()
         yield
         if listener is not None:
-            listener.stop()
+            await listener.aclose()
         await db.close_async()
         if isinstance(publisher, RedisPublisher):
             await publisher.aclose()

@@ -47,19 +47,19 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
     async def scenario() -> None:
         waiters.bind(asyncio.get_running_loop())
         listener.start()
-        await asyncio.to_thread(wait_until_listening, pg_db)
-        with waiters.watch(receipt.id) as woken:
-            claimed = await asyncio.to_thread(store.claim, receipt.id, lease_s=30, actor="w")
-            assert claimed is not None
-            finisher = threading.Timer(
-                0.2, lambda: store.finish(receipt.id, 1, Outcome("success", output=1), actor="w"))
-            finisher.start()
-            await asyncio.wait_for(woken, 10)
+        try:
+            await asyncio.to_thread(wait_until_listening, pg_db)
+            with waiters.watch(receipt.id) as woken:
+                claimed = await asyncio.to_thread(store.claim, receipt.id, lease_s=30, actor="w")
+                assert claimed is not None
+                finisher = threading.Timer(
+                    0.2, lambda: store.finish(receipt.id, 1, Outcome("success", output=1), actor="w"))
+                finisher.start()
+                await asyncio.wait_for(woken, 10)
+        finally:
+            await listener.aclose()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        listener.stop()
+    asyncio.run(scenario())
     # pending -> running announces nothing; the terminal transition is heard exactly once.
     assert waiters.heard == [receipt.id]
 
@@ -73,18 +73,51 @@ def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
     async def scenario() -> str:
         waiters.bind(asyncio.get_running_loop())
         listener.start()
-        await asyncio.to_thread(wait_until_listening, pg_db)
-        receipt, _ = await asyncio.to_thread(store.create, call())
-        with waiters.watch(receipt.id) as woken:
-            await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
-            await asyncio.wait_for(woken, 10)
-        return receipt.id
+        try:
+            await asyncio.to_thread(wait_until_listening, pg_db)
+            receipt, _ = await asyncio.to_thread(store.create, call())
+            with waiters.watch(receipt.id) as woken:
+                await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
+                await asyncio.wait_for(woken, 10)
+            return receipt.id
+        finally:
+            await listener.aclose()
 
-    try:
-        receipt_id = asyncio.run(scenario())
-    finally:
-        listener.stop()
+    receipt_id = asyncio.run(scenario())
     assert waiters.heard == [receipt_id]
+
+
+def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) -> None:
+    store = ReceiptStore(pg_db)
+    waiters = RecordingWaiters()
+    listener = PostgresListener(pg_db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False),
+                                waiters)
+
+    def kill_listener_backend() -> None:
+        with pg_db.engine.connect() as conn:
+            killed = conn.execute(text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query LIKE 'LISTEN %'")).scalars().all()
+            conn.commit()
+        assert killed == [True]
+
+    async def scenario() -> str:
+        waiters.bind(asyncio.get_running_loop())
+        listener.start()
+        try:
+            await asyncio.to_thread(wait_until_listening, pg_db)
+            await asyncio.to_thread(kill_listener_backend)
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
+            receipt, _ = await asyncio.to_thread(store.create, call())
+            with waiters.watch(receipt.id) as woken:
+                await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
+                await asyncio.wait_for(woken, 10)
+            return receipt.id
+        finally:
+            await listener.aclose()
+
+    assert asyncio.run(scenario()) in waiters.heard
 
 
 def test_notify_without_a_waiter_or_a_loop_is_harmless() -> None:
