@@ -6,6 +6,7 @@ measures, section by section (each a function ``(Run) -> dict`` in :data:`SECTIO
 
 * ``pipeline``: latency one call at a time, then N echo calls over HTTP at concurrency C (aiohttp);
 * ``celery``: a bare Celery no-op task, same broker, same Celery settings, same worker count;
+* ``paired``: both up at once, their throughput runs alternated, the median of the per-round ratios;
 * ``webhooks``: webhook deliveries by the worker's dispatcher against a bare aiohttp client;
 * ``round_trips``: SQL and Redis round trips per call, through counting proxies (not timed).
 
@@ -134,6 +135,37 @@ def celery_section(run: Run) -> dict[str, Any]:
     return result
 
 
+def paired_section(run: Run) -> dict[str, Any]:
+    """toolrelay and bare Celery both up, their throughput runs alternated ``--rounds`` times.
+
+    On a shared machine the speed drifts between phases a minute apart, and a single pair of runs
+    can move the ratio by a tenth either way. Alternating the two and taking the median of the
+    per-round ratios keeps each pair close in time.
+    """
+    args, deployment = run.args, run.deployment
+    with run.phase(f"paired: start gateway + worker -c {args.workers} and the bare worker"):
+        gateway, base_url = deployment.start_gateway()
+        worker = deployment.start_worker(args.workers)
+        pipeline = Pipeline(deployment, base_url, gateway.popen.pid, worker.popen.pid)
+        pipeline.submitted = _count_receipts(deployment)  # the earlier sections' receipts, all settled
+        baseline = CeleryBaseline(deployment, args.workers)
+        run.cleanups.append(baseline.close)
+        pipeline.warm_up()
+        baseline.throughput(200)
+    rounds = []
+    for number in range(1, args.rounds + 1):
+        with run.phase(f"paired round {number}: {args.calls} calls, then {args.calls} bare tasks"):
+            ours = pipeline.throughput(args.calls, args.concurrency)
+            bare = baseline.throughput(args.calls)
+        rounds.append({"calls_per_s": ours["calls_per_s"], "tasks_per_s": bare["tasks_per_s"],
+                       "ratio": round(ours["calls_per_s"] / bare["tasks_per_s"], 3),
+                       "failures": ours["rejected"] + ours["not_success"]})
+    with run.phase("paired: stop"):
+        deployment.stop_processes()
+    ratios = sorted(r["ratio"] for r in rounds)
+    return {"rounds": rounds, "median_ratio": ratios[len(ratios) // 2]}
+
+
 def webhooks_section(run: Run) -> dict[str, Any]:
     """The dispatcher (in ``toolrelay worker``) delivering queued messages, against bare aiohttp posts."""
     args, deployment = run.args, run.deployment
@@ -236,6 +268,7 @@ def _count_receipts(deployment: Deployment) -> int:
 SECTIONS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "pipeline": pipeline_section,
     "celery": celery_section,
+    "paired": paired_section,
     "webhooks": webhooks_section,
     "round_trips": round_trips_section,
 }
@@ -245,6 +278,8 @@ def selected(args: argparse.Namespace) -> list[str]:
     names = ["pipeline"]
     if not args.skip_celery:
         names.append("celery")
+        if args.rounds:
+            names.append("paired")
     if args.round_trips:
         names.append("round_trips")  # before webhooks: its endpoint would add deliveries to every call
     if args.webhooks:
@@ -287,6 +322,14 @@ def table(results: dict[str, Any]) -> str:
                  ("bare Celery publish rate (tasks/s)", f"{bare['throughput']['publish_per_s']}", ""),
                  ("bare Celery CPU ms/task worker / client",
                   " / ".join(f"{v:.2f}" for v in bare["throughput"]["cpu_ms_per_task"].values()), "")]
+    paired = results.get("paired")
+    if paired:
+        rows += [("paired rounds: toolrelay calls/s",
+                  " ".join(f"{r['calls_per_s']:.0f}" for r in paired["rounds"]), ""),
+                 ("paired rounds: bare Celery tasks/s",
+                  " ".join(f"{r['tasks_per_s']:.0f}" for r in paired["rounds"]), ""),
+                 ("paired rounds: ratios", " ".join(f"{r['ratio']:.2f}" for r in paired["rounds"]), ""),
+                 ("paired rounds: median ratio", f"{paired['median_ratio']:.2f}x", ">= 0.5x")]
     drain, bare_drain = pipe.get("drain"), bare.get("drain")
     if drain:
         rows.append(("worker alone, queue drain (calls/s)", f"{drain['calls_per_s']}", ""))
@@ -301,6 +344,7 @@ def table(results: dict[str, Any]) -> str:
                      " / ".join(f"{cpu.get(k, 0):.2f}" for k in ("gateway", "worker", "postgres", "load_generator")),
                      ""))
     failures = sum(part.get(key, 0) for part in (tput, low, drain or {}) for key in ("rejected", "not_success"))
+    failures += sum(r["failures"] for r in (paired or {}).get("rounds", []))
     rows.append(("rejected or not success", str(failures), "0"))
     hooks = results.get("webhooks", {})
     if hooks:
@@ -329,6 +373,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="worker processes (celery -c), both sides")
     parser.add_argument("--low-load-calls", type=int, default=200, help="calls one at a time (0: skip)")
     parser.add_argument("--skip-celery", action="store_true", help="do not measure the bare Celery baseline")
+    parser.add_argument("--rounds", type=int, default=3, help="paired rounds, toolrelay then bare Celery (0: skip)")
     parser.add_argument("--webhooks", type=int, default=2000, help="webhook messages to deliver (0: skip)")
     parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
     parser.add_argument("--beat", action="store_true", help="also run beat (the sweeper) during the run")
