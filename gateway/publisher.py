@@ -88,16 +88,16 @@ class BatchPublisher:
             with self.app.producer_or_acquire() as producer, producer.batch(max_size=MAX_BATCH * 2):
                 for receipt in batch:
                     args, options = execute_call(receipt, grace_s=self.grace_s)
-                    queue = options.pop("queue")
+                    queue_name = options.pop("queue")
                     task_id = uuid()
                     message = amqp.as_task_v2(task_id, EXECUTE_TASK, args, {}, root_id=task_id, ignore_result=True,
                                               argsrepr=repr(args), kwargsrepr="{}", **options)
-                    amqp.send_task_message(producer, EXECUTE_TASK, message, queue=queue)
+                    amqp.send_task_message(producer, EXECUTE_TASK, message, queue=queue_name)
         except Exception as exc:  # noqa: BLE001 - the rows are committed; the sweeper re-sends their messages
             log.warning("could not publish %d accepted receipts (%s); the sweeper will send them", len(batch), exc)
 
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_SCHEMES = ("redis://", "rediss://")
 
 
 class RedisPublisher:
