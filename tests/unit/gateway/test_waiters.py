@@ -41,8 +41,7 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
     store = ReceiptStore(pg_db)  # no in-process subscription: only NOTIFY can wake the waiter
     receipt, _ = store.create(call())
     waiters = RecordingWaiters()
-    conninfo = pg_db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-    listener = PostgresListener(conninfo, waiters)
+    listener = listener_on(pg_db, waiters)
 
     async def scenario() -> None:
         waiters.bind(asyncio.get_running_loop())
@@ -64,22 +63,30 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
     assert waiters.heard == [receipt.id]
 
 
+def listener_on(db: Database, waiters: Waiters) -> PostgresListener:
+    return PostgresListener(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False), waiters)
+
+
+async def cancel_and_wait(store: ReceiptStore, waiters: Waiters) -> str:
+    """Create a receipt, cancel it, and wait (at most 10 s) for the wake-up; its id."""
+    receipt, _ = await asyncio.to_thread(store.create, call())
+    with waiters.watch(receipt.id) as woken:
+        await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
+        await asyncio.wait_for(woken, 10)
+    return receipt.id
+
+
 def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
     store = ReceiptStore(pg_db)
     waiters = RecordingWaiters()
-    listener = PostgresListener(pg_db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False),
-                                waiters)
+    listener = listener_on(pg_db, waiters)
 
     async def scenario() -> str:
         waiters.bind(asyncio.get_running_loop())
         listener.start()
         try:
             await asyncio.to_thread(wait_until_listening, pg_db)
-            receipt, _ = await asyncio.to_thread(store.create, call())
-            with waiters.watch(receipt.id) as woken:
-                await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
-                await asyncio.wait_for(woken, 10)
-            return receipt.id
+            return await cancel_and_wait(store, waiters)
         finally:
             await listener.aclose()
 
@@ -90,8 +97,7 @@ def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
 def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) -> None:
     store = ReceiptStore(pg_db)
     waiters = RecordingWaiters()
-    listener = PostgresListener(pg_db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False),
-                                waiters)
+    listener = listener_on(pg_db, waiters)
 
     def kill_listener_backend() -> None:
         with pg_db.engine.connect() as conn:
@@ -109,11 +115,7 @@ def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) ->
             await asyncio.to_thread(kill_listener_backend)
             await asyncio.sleep(0.2)
             await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
-            receipt, _ = await asyncio.to_thread(store.create, call())
-            with waiters.watch(receipt.id) as woken:
-                await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
-                await asyncio.wait_for(woken, 10)
-            return receipt.id
+            return await cancel_and_wait(store, waiters)
         finally:
             await listener.aclose()
 
