@@ -53,8 +53,7 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
         services.waiters.bind(asyncio.get_running_loop())
         await db.open_async(ASYNC_POOL_SIZE)
         if db.dialect == "postgresql":
-            conninfo = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-            listener = PostgresListener(conninfo, services.waiters)
+            listener = PostgresListener(db.conninfo, services.waiters)
             listener.start()
         yield
         if listener is not None:

@@ -113,6 +113,11 @@ class Database:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def conninfo(self) -> str:
+        """The database URL as libpq takes it, for connections made with psycopg itself."""
+        return self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """A connection inside a transaction: committed on exit, rolled back on error."""
@@ -154,9 +159,8 @@ class Database:
         """
         if self._statements is None or self._async_pool is not None:
             return
-        conninfo = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            conninfo, min_size=1, max_size=size, kwargs={"autocommit": True}, open=False, name="statements")
+            self.conninfo, min_size=1, max_size=size, kwargs={"autocommit": True}, open=False, name="statements")
         await pool.open()
         self._async_pool = pool
 

@@ -64,7 +64,7 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
 
 
 def listener_on(db: Database, waiters: Waiters) -> PostgresListener:
-    return PostgresListener(db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False), waiters)
+    return PostgresListener(db.conninfo, waiters)
 
 
 async def cancel_and_wait(store: ReceiptStore, waiters: Waiters) -> str:
