@@ -1,9 +1,16 @@
 """Running one tool invocation under a time limit, for sync and async tools alike.
 
-Sync tools run on a thread pool, async tools on one event loop thread per process. Either way the
-caller waits at most ``timeout`` seconds: an async tool is cancelled at its limit; a sync tool cannot
-be interrupted, so its thread is abandoned (and logged) while the attempt is recorded as timed out.
-The Celery hard time limit on the task is the backstop that recycles a process whose own code hangs.
+Async tools run on one event loop thread per process and are cancelled at their limit.
+
+A sync tool runs where it is cheapest to stop it. On the main thread of a process (a prefork
+worker child) it runs right there, and an interval timer (``SIGALRM``) interrupts it at its limit:
+the tool is stopped, not left running, and no thread hop is paid per call. The timer fires again
+every second until the tool gives up, so a tool that swallows the interruption still ends as timed
+out. Elsewhere (a thread of the embedded mode, or a process whose own interval timer is in use) the
+tool runs on a thread pool; at its limit the caller stops waiting and the thread is abandoned (and
+logged), since a thread cannot be stopped. Either way the attempt is recorded as timed out within
+about a second of its limit; a tool stuck in C code that holds the GIL stops neither, and the Celery
+hard time limit on the task is the backstop that recycles such a process.
 """
 
 from __future__ import annotations
@@ -11,14 +18,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from workers.errors import ToolTimeout
 
 log = logging.getLogger(__name__)
+
+# After the first interruption, how often a sync tool that ignored it is interrupted again.
+REPEAT_INTERRUPT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -28,6 +40,16 @@ class Invocation:
     fn: Callable[..., Any]
     kwargs: dict[str, Any] = field(default_factory=dict)
     is_async: bool = False
+
+
+class _Interrupted(BaseException):
+    """Raised inside a sync tool when its time is up (a BaseException: ``except Exception`` lets it pass)."""
+
+
+def can_interrupt() -> bool:
+    """Whether a sync tool can run on this thread and be interrupted by the interval timer."""
+    return (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
 
 
 class Runner:
@@ -43,12 +65,45 @@ class Runner:
         """The invocation's result, or :class:`ToolTimeout` after ``timeout`` seconds."""
         if timeout <= 0:
             raise ToolTimeout("no time left before the call's deadline")
+        if not invocation.is_async and can_interrupt():
+            return self._run_here(invocation, timeout)
         future: concurrent.futures.Future[Any]
         if invocation.is_async:
             future = asyncio.run_coroutine_threadsafe(invocation.fn(**invocation.kwargs), self._event_loop())
         else:
             future = self._threads().submit(invocation.fn, **invocation.kwargs)
         return self._wait(future, timeout, invocation)
+
+    @staticmethod
+    def _run_here(invocation: Invocation, timeout: float) -> Any:
+        """Run a sync tool on this (main) thread; interrupt it with ``SIGALRM`` when its time is up.
+
+        Once the timer has fired the attempt has timed out, whatever the tool does next: ends on
+        the interruption, raises something else, or swallows it and returns late.
+        """
+        fired = False
+
+        def interrupt(_signum: int, _frame: FrameType | None) -> None:
+            nonlocal fired
+            fired = True
+            raise _Interrupted
+
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, timeout, REPEAT_INTERRUPT_S)
+            try:
+                result = invocation.fn(**invocation.kwargs)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)  # it may fire just before this line: caught below
+        except BaseException:
+            if not fired:
+                raise
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        if fired:
+            raise ToolTimeout(f"the attempt did not finish within {timeout:g} s")
+        return result
 
     def _wait(self, future: concurrent.futures.Future[Any], timeout: float, invocation: Invocation) -> Any:
         try:

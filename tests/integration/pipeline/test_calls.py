@@ -140,7 +140,7 @@ def test_a_call_that_cannot_start_before_its_deadline_expires(shared_stack: Stac
     assert effects(shared_stack.effects, tag) == 0  # its message, delivered late, was dropped
 
 
-def test_a_worker_with_a_hung_thread_keeps_working(shared_stack: Stack) -> None:
+def test_a_worker_keeps_working_after_tools_overrun_their_timeout(shared_stack: Stack) -> None:
     hung = [post(shared_stack, "hang", {"seconds": 10})["id"] for _ in range(3)]
     after = post(shared_stack, "echo", {"after": "hang"})
     assert shared_stack.wait_terminal(after["id"])["status"] == "success"

@@ -1,16 +1,27 @@
-"""Running one invocation under a time limit, sync and async alike."""
+"""Running one invocation under a time limit, sync and async alike.
+
+A sync tool runs on the calling thread when that is a process's main thread (interrupted by the
+interval timer at its limit), and on a thread pool anywhere else; the tests run both ways. They use
+pytest-timeout's thread method, which leaves the interval timer to the code under test.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from workers.errors import ToolTimeout
-from workers.runner import Invocation, Runner
+from workers.runner import Invocation, Runner, can_interrupt
+
+pytestmark = pytest.mark.timeout(180, method="thread")
 
 RELEASE = threading.Event()
 
@@ -40,19 +51,98 @@ async def own_async_timeout() -> None:
     await asyncio.wait_for(asyncio.sleep(10), 0.01)
 
 
-def test_results_of_sync_and_async_invocations() -> None:
+def on_main_thread(call: Callable[[], Any]) -> Any:
+    assert can_interrupt()
+    return call()
+
+
+def on_another_thread(call: Callable[[], Any]) -> Any:
+    def checked() -> Any:
+        assert not can_interrupt()
+        return call()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(checked).result()
+
+
+PLACES = [pytest.param(on_main_thread, id="main-thread"), pytest.param(on_another_thread, id="other-thread")]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_results_of_sync_and_async_invocations(place: Callable[[Callable[[], Any]], Any]) -> None:
     runner = Runner()
-    assert runner.run(Invocation(lambda a, b: a + b, {"a": 1, "b": 2}), 5) == 3
-    assert runner.run(Invocation(sleeping, {"seconds": 0}, is_async=True), 5) == "late"
+    assert place(lambda: runner.run(Invocation(lambda a, b: a + b, {"a": 1, "b": 2}), 5)) == 3
+    assert place(lambda: runner.run(Invocation(sleeping, {"seconds": 0}, is_async=True), 5)) == "late"
 
 
+@pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("invocation", [Invocation(blocking), Invocation(sleeping, {"seconds": 20}, is_async=True)],
                          ids=["sync", "async"])
-def test_the_limit_is_kept_and_named_in_the_error(invocation: Invocation) -> None:
+def test_the_limit_is_kept_and_named_in_the_error(invocation: Invocation,
+                                                  place: Callable[[Callable[[], Any]], Any]) -> None:
     started = time.monotonic()
     with pytest.raises(ToolTimeout, match=r"within 1 s$"):
-        Runner().run(invocation, 1)
+        place(lambda: Runner().run(invocation, 1))
     assert 1 <= time.monotonic() - started < 2
+
+
+def test_a_sync_tool_on_the_main_thread_is_stopped_at_its_limit() -> None:
+    after_sleep = []
+
+    def tool() -> None:
+        time.sleep(1.5)
+        after_sleep.append(1)
+
+    with pytest.raises(ToolTimeout):
+        Runner().run(Invocation(tool), 0.3)
+    time.sleep(1.5)
+    assert after_sleep == []
+
+
+def test_a_sync_tool_that_swallows_the_interruption_still_times_out() -> None:
+    def stubborn() -> str:
+        for _ in range(3):
+            with contextlib.suppress(BaseException):  # what a careless tool does
+                time.sleep(10)
+        return "late"
+
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout, match=r"within 0.3 s$"):
+        Runner().run(Invocation(stubborn), 0.3)
+    assert time.monotonic() - started < 3.5  # interrupted at 0.3 s, then every second until it gave up
+
+
+def test_the_alarm_handler_and_timer_are_left_as_they_were() -> None:
+    def handler(_signum: int, _frame: object) -> None:
+        raise AssertionError("the runner's timer fired after the run")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        runner = Runner()
+        assert runner.run(Invocation(lambda: "fast"), 0.2) == "fast"
+        with pytest.raises(ToolTimeout):
+            runner.run(Invocation(blocking), 0.2)
+        assert signal.getsignal(signal.SIGALRM) is handler
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        time.sleep(1.3)  # a repeating timer left armed would have fired by now
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_timer_someone_else_armed_is_not_touched() -> None:
+    fired = threading.Event()
+    previous = signal.signal(signal.SIGALRM, lambda _s, _f: fired.set())
+    signal.setitimer(signal.ITIMER_REAL, 30)
+    try:
+        assert not can_interrupt()
+        with pytest.raises(ToolTimeout):
+            Runner().run(Invocation(blocking), 0.2)  # on a thread instead
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 25 < remaining <= 30
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert not fired.is_set()
 
 
 def test_an_async_tool_is_cancelled_at_its_limit() -> None:
@@ -70,20 +160,23 @@ def test_an_async_tool_is_cancelled_at_its_limit() -> None:
     assert cancelled.wait(5)
 
 
+@pytest.mark.parametrize("place", PLACES)
 @pytest.mark.parametrize("invocation", [Invocation(own_timeout), Invocation(own_async_timeout, is_async=True)],
                          ids=["sync", "async"])
-def test_a_tools_own_timeout_error_is_not_the_attempt_running_out_of_time(invocation: Invocation) -> None:
+def test_a_tools_own_timeout_error_is_not_the_attempt_running_out_of_time(
+        invocation: Invocation, place: Callable[[Callable[[], Any]], Any]) -> None:
     started = time.monotonic()
     with pytest.raises(TimeoutError) as caught:
-        Runner().run(invocation, 30)
+        place(lambda: Runner().run(invocation, 30))
     assert not isinstance(caught.value, ToolTimeout)
     assert time.monotonic() - started < 5
 
 
-def test_no_time_left_fails_before_running() -> None:
-    ran = []
+@pytest.mark.parametrize("place", PLACES)
+def test_no_time_left_fails_before_running(place: Callable[[Callable[[], Any]], Any]) -> None:
+    ran: list[int] = []
     with pytest.raises(ToolTimeout, match="no time left"):
-        Runner().run(Invocation(lambda: ran.append(1)), 0)
+        place(lambda: Runner().run(Invocation(lambda: ran.append(1)), 0))
     assert ran == []
 
 
@@ -91,5 +184,5 @@ def test_hung_threads_do_not_block_later_invocations() -> None:
     runner = Runner(max_threads=4)
     for _ in range(2):
         with pytest.raises(ToolTimeout):
-            runner.run(Invocation(blocking), 0.2)
-    assert runner.run(Invocation(lambda: "still working"), 5) == "still working"
+            on_another_thread(lambda: runner.run(Invocation(blocking), 0.2))
+    assert on_another_thread(lambda: runner.run(Invocation(lambda: "still working"), 5)) == "still working"
