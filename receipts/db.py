@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -10,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DisconnectionError
@@ -86,15 +87,44 @@ def _tune_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+class IdleCheck:
+    """Ping a pooled psycopg connection before use only if it sat idle (the psycopg pools' ``check``).
+
+    The same rule as the engine's (:func:`_ping_when_idle`): a busy pool pays no round trip, and a
+    connection that broke while idle (a database restart, say) is replaced before it fails a statement.
+    """
+
+    def __init__(self) -> None:
+        self._last_used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def used(self, conn: Any) -> None:
+        self._last_used[conn] = time.monotonic()
+
+    def _idle(self, conn: Any) -> bool:
+        return time.monotonic() - self._last_used.get(conn, 0.0) >= IDLE_PING_S
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        if self._idle(conn):
+            conn.execute("SELECT 1")
+
+    async def acheck(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        if self._idle(conn):
+            await conn.execute("SELECT 1")
+
+
 class Database:
     """An engine plus the one way to open a transaction."""
 
-    def __init__(self, engine: Engine, statements: Engine | None = None) -> None:
+    def __init__(self, engine: Engine, *, pool_size: int = 10) -> None:
         self.engine = engine
         # PostgreSQL: reads run in autocommit (no BEGIN/ROLLBACK round trips), and the hot
-        # single-statement transitions on a pool of autocommit connections of their own.
+        # single-statement transitions on psycopg pools of autocommit connections of their own.
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._statements = statements
+        self._pool_size = pool_size
+        self._idle_check = IdleCheck()
+        self._pool: ConnectionPool[Any] | None = None
+        self._pool_lock = threading.Lock()
+        self._inherited: list[ConnectionPool[Any]] = []
         self._async_pool: AsyncConnectionPool[Any] | None = None
 
     @classmethod
@@ -104,10 +134,7 @@ class Database:
             Path(url.removeprefix("sqlite:///")).expanduser().resolve().parent.mkdir(
                 parents=True, exist_ok=True
             )
-        if url.startswith("postgresql"):
-            statements = make_engine(url, pool_size=pool_size, isolation_level="AUTOCOMMIT")
-            return cls(make_engine(url, pool_size=pool_size), statements)
-        return cls(make_engine(url, pool_size=pool_size))
+        return cls(make_engine(url, pool_size=pool_size), pool_size=pool_size)
 
     @property
     def dialect(self) -> str:
@@ -131,36 +158,44 @@ class Database:
         with engine.connect() as conn:
             yield conn
 
-    def statement(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Run one statement in autocommit straight on a pooled psycopg connection; its first row.
+    def statement(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """Run one statement in autocommit on a pooled psycopg connection; its first row, as a tuple.
 
-        For the hot paths only (``pg_statements``): SQL written for psycopg, no SQLAlchemy
-        compilation or result processing in between. Results come in binary format, which spares
-        both ends formatting and parsing the row's timestamps and numbers as text.
+        For the hot paths only (``pg_statements``, whose statements name the columns they return):
+        SQL written for psycopg, no SQLAlchemy compilation, result processing or pool events in
+        between. Results come in binary format, which spares both ends formatting and parsing the
+        row's timestamps and numbers as text. The pool opens on first use, so a process forked
+        before that (a prefork worker child) opens its own; a connection that broke is not reused.
         """
-        if self._statements is None:
+        with self._statement_pool().connection() as conn, conn.cursor(binary=True) as cursor:
+            cursor.execute(sql, params)  # type: ignore[arg-type]
+            row = cursor.fetchone()
+            self._idle_check.used(conn)
+            return row
+
+    def _statement_pool(self) -> ConnectionPool[Any]:
+        pool = self._pool
+        if pool is not None:
+            return pool
+        if self.dialect != "postgresql":
             raise RuntimeError("single statements need PostgreSQL")
-        conn = self._statements.raw_connection()
-        try:
-            dbapi: psycopg.Connection[Any] = conn.dbapi_connection  # type: ignore[assignment]
-            with dbapi.cursor(row_factory=dict_row, binary=True) as cursor:
-                cursor.execute(sql, params)  # type: ignore[arg-type]
-                return cursor.fetchone()
-        except psycopg.OperationalError:
-            conn.invalidate()  # a broken connection must not go back to the pool
-            raise
-        finally:
-            conn.close()
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ConnectionPool(
+                    self.conninfo, min_size=1, max_size=self._pool_size, kwargs={"autocommit": True},
+                    check=self._idle_check.check, num_workers=1, open=True, name="statements")
+            return self._pool
 
     async def open_async(self, size: int) -> None:
         """Open a pool of ``size`` async connections for :meth:`astatement` (PostgreSQL only; else a no-op).
 
         Call it from the event loop that will use the pool; :meth:`close_async` closes it there.
         """
-        if self._statements is None or self._async_pool is not None:
+        if self.dialect != "postgresql" or self._async_pool is not None:
             return
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self.conninfo, min_size=1, max_size=size, kwargs={"autocommit": True}, open=False, name="statements")
+            self.conninfo, min_size=1, max_size=size, kwargs={"autocommit": True}, check=self._idle_check.acheck,
+            open=False, name="statements")
         await pool.open()
         self._async_pool = pool
 
@@ -174,28 +209,34 @@ class Database:
         """Whether :meth:`astatement` can run (the async pool is open)."""
         return self._async_pool is not None
 
-    async def astatement(self, sql: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """:meth:`statement` awaited on the event loop, on a connection of the async pool.
-
-        A connection that broke goes back to the pool as broken, and the pool replaces it.
-        """
+    async def astatement(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """:meth:`statement` awaited on the event loop, on a connection of the async pool."""
         if self._async_pool is None:
             raise RuntimeError("the async pool is not open (Database.open_async)")
-        async with self._async_pool.connection() as conn, conn.cursor(row_factory=dict_row, binary=True) as cursor:
+        async with self._async_pool.connection() as conn, conn.cursor(binary=True) as cursor:
             await cursor.execute(sql, params)  # type: ignore[arg-type]
-            return await cursor.fetchone()
+            row = await cursor.fetchone()
+            self._idle_check.used(conn)
+            return row
 
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
 
     def after_fork(self) -> None:
-        """Forget connections inherited from a parent process (without closing them under it)."""
+        """Forget connections inherited from a parent process (without closing them under it).
+
+        An inherited statement pool is kept referenced, never closed or collected here: closing it
+        would stop threads that did not survive the fork and end sessions that are the parent's.
+        """
         self.engine.dispose(close=False)
-        if self._statements is not None:
-            self._statements.dispose(close=False)
+        self._pool_lock = threading.Lock()  # another thread of the parent may have held it
+        if self._pool is not None:
+            self._inherited.append(self._pool)
+            self._pool = None
 
     def dispose(self) -> None:
         self.engine.dispose()
-        if self._statements is not None:
-            self._statements.dispose()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()

@@ -20,6 +20,10 @@ from receipts.records import API_FIELDS, PG_ISO_FORMAT
 from receipts.tables import receipts
 
 COLUMNS = [column.name for column in receipts.columns]
+RETURNING = f"RETURNING {', '.join(COLUMNS)}"
+# What every statement of this module returns, in order: the receipt's columns, then how many
+# webhook messages the transition queued.
+ROW = (*COLUMNS, "outbox_messages")
 
 
 def _api_json(alias: str) -> str:
@@ -57,7 +61,10 @@ m AS (
 
 
 def transition(row_statement: str, *, announce: bool) -> str:
-    """``row_statement`` (an INSERT or UPDATE ... RETURNING *) with its timeline and outbox writes."""
+    """``row_statement`` (an INSERT or UPDATE ... RETURNING the columns) with its timeline and outbox writes.
+
+    The statement returns one row of :data:`ROW` when the transition happened, none when it did not.
+    """
     ctes = [f"r AS ({row_statement})", TIMELINE]
     if announce:
         ctes.append(OUTBOX)
@@ -67,7 +74,7 @@ def transition(row_statement: str, *, announce: bool) -> str:
 
 INSERT = (
     f"INSERT INTO receipts ({', '.join(COLUMNS)}) VALUES ({', '.join(f'%({c})s' for c in COLUMNS)})"
-    " ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING *"
+    f" ON CONFLICT (tenant_id, idempotency_key) DO NOTHING {RETURNING}"
 )
 
 # The guards after ``id = %(id)s`` are wrapped in ``(...) IS TRUE`` (the same test: NULL fails either way)
@@ -75,23 +82,23 @@ INSERT = (
 # ``status = 'pending' AND deadline_at > now`` lets the planner walk every open receipt's deadline and
 # filter on the id, which it does without fresh statistics: each claim then cost as much as the backlog
 # was long. This way the primary key is the only path to the row.
-CLAIM = """
+CLAIM = f"""
 UPDATE receipts SET status = 'running', updated_at = %(now)s, attempt = attempt + 1,
        lease_expires_at = %(lease_expires_at)s, started_at = %(now)s
 WHERE id = %(id)s AND (status = 'pending' AND available_at <= %(due_by)s AND deadline_at > %(now)s) IS TRUE
-RETURNING *"""
+{RETURNING}"""
 
-FINISH = """
+FINISH = f"""
 UPDATE receipts SET status = %(target)s, updated_at = %(now)s, output = %(output)s, error = %(error)s,
        finished_at = %(now)s, lease_expires_at = NULL
 WHERE id = %(id)s AND (status = %(before)s AND attempt = %(attempt)s) IS TRUE
-RETURNING *"""
+{RETURNING}"""
 
-RETRY = """
+RETRY = f"""
 UPDATE receipts SET status = 'pending', updated_at = %(now)s, error = %(error)s, available_at = %(available_at)s,
        published_at = %(published_at)s, lease_expires_at = NULL
 WHERE id = %(id)s AND (status = 'running' AND attempt = %(attempt)s) IS TRUE
-RETURNING *"""
+{RETURNING}"""
 
 CREATE_PENDING = transition(INSERT, announce=False)
 CREATE_ANNOUNCED = transition(INSERT, announce=True)

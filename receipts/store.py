@@ -164,12 +164,13 @@ class ReceiptStore:
         )
         return params
 
-    def _pg_recorded(self, row: dict[str, Any] | None) -> Receipt | None:
+    def _pg_recorded(self, row: tuple[Any, ...] | None) -> Receipt | None:
         """The receipt a ``pg_statements`` statement returned (None: it matched nothing), announced."""
         if row is None:
             return None
-        receipt = Receipt.from_row(row)
-        self._announce(receipt, row["outbox_messages"])
+        values = dict(zip(pg.ROW, row, strict=True))
+        receipt = Receipt.from_row(values)
+        self._announce(receipt, values["outbox_messages"])
         return receipt
 
     def create(self, call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> tuple[Receipt, bool]:

@@ -51,7 +51,7 @@ def captured(store: ReceiptStore, monkeypatch: pytest.MonkeyPatch) -> list[tuple
     statements: list[tuple[str, dict[str, Any]]] = []
     original = store.db.statement
 
-    def recording(sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    def recording(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
         statements.append((sql, dict(params)))
         return original(sql, params)
 
