@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -87,28 +87,37 @@ def _tune_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-class IdleCheck:
-    """Ping a pooled psycopg connection before use only if it sat idle (the psycopg pools' ``check``).
+class StatementConnection(psycopg.Connection[Any]):
+    """A pooled connection for the hot statements: one binary cursor, reused, and when it was last used."""
 
-    The same rule as the engine's (:func:`_ping_when_idle`): a busy pool pays no round trip, and a
-    connection that broke while idle (a database restart, say) is replaced before it fails a statement.
-    """
+    last_used = 0.0
 
-    def __init__(self) -> None:
-        self._last_used: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+    @cached_property
+    def statement_cursor(self) -> psycopg.Cursor[Any]:
+        # Reused for every statement: creating a cursor costs about as much as running one.
+        return self.cursor(binary=True)
 
-    def used(self, conn: Any) -> None:
-        self._last_used[conn] = time.monotonic()
-
-    def _idle(self, conn: Any) -> bool:
-        return time.monotonic() - self._last_used.get(conn, 0.0) >= IDLE_PING_S
-
-    def check(self, conn: psycopg.Connection[Any]) -> None:
-        if self._idle(conn):
+    @staticmethod
+    def check_if_idle(conn: StatementConnection) -> None:
+        """The pool's ``check``: ping before use only a connection that sat idle (the engine's rule,
+        :func:`_ping_when_idle`), so one that broke meanwhile (a database restart, say) is replaced
+        before it fails a statement, and a busy pool pays no round trip for it."""
+        if time.monotonic() - conn.last_used >= IDLE_PING_S:
             conn.execute("SELECT 1")
 
-    async def acheck(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        if self._idle(conn):
+
+class AsyncStatementConnection(psycopg.AsyncConnection[Any]):
+    """:class:`StatementConnection` for the event loop."""
+
+    last_used = 0.0
+
+    @cached_property
+    def statement_cursor(self) -> psycopg.AsyncCursor[Any]:
+        return self.cursor(binary=True)
+
+    @staticmethod
+    async def check_if_idle(conn: AsyncStatementConnection) -> None:
+        if time.monotonic() - conn.last_used >= IDLE_PING_S:
             await conn.execute("SELECT 1")
 
 
@@ -121,11 +130,10 @@ class Database:
         # single-statement transitions on psycopg pools of autocommit connections of their own.
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._pool_size = pool_size
-        self._idle_check = IdleCheck()
-        self._pool: ConnectionPool[Any] | None = None
+        self._pool: ConnectionPool[StatementConnection] | None = None
         self._pool_lock = threading.Lock()
-        self._inherited: list[ConnectionPool[Any]] = []
-        self._async_pool: AsyncConnectionPool[Any] | None = None
+        self._inherited: list[ConnectionPool[StatementConnection]] = []
+        self._async_pool: AsyncConnectionPool[AsyncStatementConnection] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, pool_size: int = 10) -> Database:
@@ -167,13 +175,14 @@ class Database:
         row's timestamps and numbers as text. The pool opens on first use, so a process forked
         before that (a prefork worker child) opens its own; a connection that broke is not reused.
         """
-        with self._statement_pool().connection() as conn, conn.cursor(binary=True) as cursor:
+        with self._statement_pool().connection() as conn:
+            cursor = conn.statement_cursor
             cursor.execute(sql, params)  # type: ignore[arg-type]
             row = cursor.fetchone()
-            self._idle_check.used(conn)
+            conn.last_used = time.monotonic()
             return row
 
-    def _statement_pool(self) -> ConnectionPool[Any]:
+    def _statement_pool(self) -> ConnectionPool[StatementConnection]:
         pool = self._pool
         if pool is not None:
             return pool
@@ -182,8 +191,9 @@ class Database:
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ConnectionPool(
-                    self.conninfo, min_size=1, max_size=self._pool_size, kwargs={"autocommit": True},
-                    check=self._idle_check.check, num_workers=1, open=True, name="statements")
+                    self.conninfo, connection_class=StatementConnection, min_size=1, max_size=self._pool_size,
+                    kwargs={"autocommit": True}, check=StatementConnection.check_if_idle, num_workers=1, open=True,
+                    name="statements")
             return self._pool
 
     async def open_async(self, size: int) -> None:
@@ -193,9 +203,9 @@ class Database:
         """
         if self.dialect != "postgresql" or self._async_pool is not None:
             return
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self.conninfo, min_size=1, max_size=size, kwargs={"autocommit": True}, check=self._idle_check.acheck,
-            open=False, name="statements")
+        pool = AsyncConnectionPool(
+            self.conninfo, connection_class=AsyncStatementConnection, min_size=1, max_size=size,
+            kwargs={"autocommit": True}, check=AsyncStatementConnection.check_if_idle, open=False, name="statements")
         await pool.open()
         self._async_pool = pool
 
@@ -213,10 +223,11 @@ class Database:
         """:meth:`statement` awaited on the event loop, on a connection of the async pool."""
         if self._async_pool is None:
             raise RuntimeError("the async pool is not open (Database.open_async)")
-        async with self._async_pool.connection() as conn, conn.cursor(binary=True) as cursor:
+        async with self._async_pool.connection() as conn:
+            cursor = conn.statement_cursor
             await cursor.execute(sql, params)  # type: ignore[arg-type]
             row = await cursor.fetchone()
-            self._idle_check.used(conn)
+            conn.last_used = time.monotonic()
             return row
 
     def ping(self) -> None:
