@@ -140,7 +140,9 @@ def paired_section(run: Run) -> dict[str, Any]:
 
     On a shared machine the speed drifts between phases a minute apart, and a single pair of runs
     can move the ratio by a tenth either way. Alternating the two and taking the median of the
-    per-round ratios keeps each pair close in time.
+    per-round ratios keeps each pair close in time. The order flips every round (toolrelay first in
+    odd rounds, bare Celery first in even ones), so what one side's run leaves behind (PostgreSQL's
+    autovacuum and checkpoints after toolrelay's writes, say) does not always fall on the same side.
     """
     args, deployment = run.args, run.deployment
     with run.phase(f"paired: start gateway + worker -c {args.workers} and the bare worker"):
@@ -154,9 +156,14 @@ def paired_section(run: Run) -> dict[str, Any]:
         baseline.throughput(200)
     rounds = []
     for number in range(1, args.rounds + 1):
-        with run.phase(f"paired round {number}: {args.calls} calls, then {args.calls} bare tasks"):
-            ours = pipeline.throughput(args.calls, args.concurrency)
+        ours_first = number % 2 == 1
+        with run.phase(f"paired round {number}: {args.calls} calls and {args.calls} bare tasks, "
+                       f"{'toolrelay' if ours_first else 'bare Celery'} first"):
+            if ours_first:
+                ours = pipeline.throughput(args.calls, args.concurrency)
             bare = baseline.throughput(args.calls)
+            if not ours_first:
+                ours = pipeline.throughput(args.calls, args.concurrency)
         rounds.append({"calls_per_s": ours["calls_per_s"], "tasks_per_s": bare["tasks_per_s"],
                        "ratio": round(ours["calls_per_s"] / bare["tasks_per_s"], 3),
                        "failures": ours["rejected"] + ours["not_success"]})
@@ -373,7 +380,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2, help="worker processes (celery -c), both sides")
     parser.add_argument("--low-load-calls", type=int, default=200, help="calls one at a time (0: skip)")
     parser.add_argument("--skip-celery", action="store_true", help="do not measure the bare Celery baseline")
-    parser.add_argument("--rounds", type=int, default=3, help="paired rounds, toolrelay then bare Celery (0: skip)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="paired rounds of toolrelay and bare Celery, in alternating order (0: skip)")
     parser.add_argument("--webhooks", type=int, default=2000, help="webhook messages to deliver (0: skip)")
     parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
     parser.add_argument("--beat", action="store_true", help="also run beat (the sweeper) during the run")
