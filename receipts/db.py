@@ -48,6 +48,12 @@ def make_engine(url: str, *, pool_size: int = 10, **options: Any) -> Engine:
 IDLE_PING_S = 10.0
 
 
+def sat_idle(since: float | None) -> bool:
+    """Whether a pooled connection idle since ``since`` (monotonic; None: it was just opened) is to be
+    pinged before its next use: the one rule of the engine's pool and the statement pools."""
+    return since is not None and time.monotonic() - since >= IDLE_PING_S
+
+
 def _ping_when_idle(engine: Engine) -> None:
     """Test a pooled connection before use only if it sat idle: a busy pool pays no round trip for it.
 
@@ -61,8 +67,7 @@ def _ping_when_idle(engine: Engine) -> None:
 
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        since = record.info.get("idle_since")
-        if since is None or time.monotonic() - since < IDLE_PING_S:
+        if not sat_idle(record.info.get("idle_since")):
             return
         try:
             dbapi_connection.execute("SELECT 1")
@@ -90,7 +95,7 @@ def _tune_sqlite(engine: Engine) -> None:
 class StatementConnection(psycopg.Connection[Any]):
     """A pooled connection for the hot statements: one binary cursor, reused, and when it was last used."""
 
-    last_used = 0.0
+    last_used = 0.0  # never used: pinged on its first use, since the pool may have opened it long before
 
     @cached_property
     def statement_cursor(self) -> psycopg.Cursor[Any]:
@@ -102,7 +107,7 @@ class StatementConnection(psycopg.Connection[Any]):
         """The pool's ``check``: ping before use only a connection that sat idle (the engine's rule,
         :func:`_ping_when_idle`), so one that broke meanwhile (a database restart, say) is replaced
         before it fails a statement, and a busy pool pays no round trip for it."""
-        if time.monotonic() - conn.last_used >= IDLE_PING_S:
+        if sat_idle(conn.last_used):
             conn.execute("SELECT 1")
 
 
@@ -117,7 +122,7 @@ class AsyncStatementConnection(psycopg.AsyncConnection[Any]):
 
     @staticmethod
     async def check_if_idle(conn: AsyncStatementConnection) -> None:
-        if time.monotonic() - conn.last_used >= IDLE_PING_S:
+        if sat_idle(conn.last_used):
             await conn.execute("SELECT 1")
 
 
