@@ -199,6 +199,9 @@ class Database:
                     self.conninfo, connection_class=StatementConnection, min_size=1, max_size=self._pool_size,
                     kwargs={"autocommit": True}, check=StatementConnection.check_if_idle, num_workers=1, open=True,
                     name="statements")
+                # Until its first connection is up, a statement would wait for it and make the pool grow:
+                # a prefork child, which runs one statement at a time, would hold two connections.
+                self._pool.wait()
             return self._pool
 
     async def open_async(self, size: int) -> None:

@@ -96,3 +96,13 @@ def test_a_forked_child_opens_its_own_pool_and_leaves_the_parents_alone(pg_db: D
     for _ in range(3):
         receipt, _ = store.create(call())
         assert store.claim(receipt.id, lease_s=30, actor="parent") is not None
+
+
+def test_statements_run_one_at_a_time_hold_one_connection(pg_db: Database) -> None:
+    """A prefork child runs one statement at a time: its pool must not open a second connection for it
+    (the first statement, waiting for the pool's first connection, used to make the pool grow)."""
+    store = ReceiptStore(pg_db)
+    for _ in range(20):
+        receipt, _ = store.create(call())
+        assert store.claim(receipt.id, lease_s=30, actor="test") is not None
+    assert pg_db._statement_pool().get_stats()["pool_size"] == 1
