@@ -30,7 +30,7 @@ async def wait_for_terminal(services: Services, tenant: Tenant, receipt: Receipt
     deadline = time.monotonic() + min(wait_s, services.settings.long_poll_max_s)
     while not receipt.terminal:
         left = deadline - time.monotonic()
-        with services.waiters.watch(receipt.id) as woken:
+        async with services.waiters.watch(receipt.id) as woken:
             # Read after registering, so a transition in between is never missed.
             receipt = await run_in_threadpool(services.store.get, tenant.id, receipt.id)
             if receipt.terminal or left <= 0:

@@ -1,4 +1,5 @@
-"""Long-poll wake-ups: the PostgreSQL trigger NOTIFYs settled receipts and the listener relays them."""
+"""Long-poll wake-ups: the PostgreSQL trigger NOTIFYs settled receipts and the listener relays them
+while requests wait."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import asyncio
 import threading
 import time
 
+import pytest
 from sqlalchemy import text
 
-from gateway.waiters import PostgresListener, Waiters
+from gateway import waiters as waiters_module
+from gateway.waiters import CHANNEL, PostgresListener, Waiters
 from receipts.db import Database
 from receipts.store import Outcome, ReceiptStore
 from tests.support.factories import call
@@ -24,17 +27,29 @@ class RecordingWaiters(Waiters):
         super().notify(receipt_id)
 
 
-def wait_until_listening(db: Database, timeout: float = 15) -> None:
+def listener_statement(db: Database) -> str | None:
+    """The last statement of the listener's session: ``LISTEN ...`` or ``UNLISTEN ...`` (None: no session)."""
+    with db.engine.connect() as conn:
+        return conn.execute(text(
+            "SELECT query FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%LISTEN %' "
+            "AND pid <> pg_backend_pid()")).scalar_one_or_none()
+
+
+def wait_until_listening(db: Database, timeout: float = 15, *, listening: bool = True) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with db.engine.connect() as conn:
-            listening = conn.execute(text(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'"
-            )).scalar_one()
-        if listening:
+        statement = listener_statement(db) or ""
+        if statement.startswith("LISTEN") == listening and (listening or statement.startswith("UNLISTEN")):
             return
         time.sleep(0.05)
-    raise AssertionError("the listener never issued LISTEN")
+    raise AssertionError(f"the listener never issued {'LISTEN' if listening else 'UNLISTEN'}")
+
+
+def notify(db: Database, receipt_id: str) -> None:
+    with db.engine.connect() as conn:
+        conn.execute(text("SELECT pg_notify(:channel, :payload)"),
+                     {"channel": CHANNEL, "payload": f"{receipt_id}:success"})
+        conn.commit()
 
 
 def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
@@ -47,8 +62,7 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
         waiters.bind(asyncio.get_running_loop())
         listener.start()
         try:
-            await asyncio.to_thread(wait_until_listening, pg_db)
-            with waiters.watch(receipt.id) as woken:
+            async with waiters.watch(receipt.id) as woken:  # LISTENs before it lets the waiter read
                 claimed = await asyncio.to_thread(store.claim, receipt.id, lease_s=30, actor="w")
                 assert claimed is not None
                 finisher = threading.Timer(
@@ -70,7 +84,7 @@ def listener_on(db: Database, waiters: Waiters) -> PostgresListener:
 async def cancel_and_wait(store: ReceiptStore, waiters: Waiters) -> str:
     """Create a receipt, cancel it, and wait (at most 10 s) for the wake-up; its id."""
     receipt, _ = await asyncio.to_thread(store.create, call())
-    with waiters.watch(receipt.id) as woken:
+    async with waiters.watch(receipt.id) as woken:
         await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
         await asyncio.wait_for(woken, 10)
     return receipt.id
@@ -85,7 +99,6 @@ def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
         waiters.bind(asyncio.get_running_loop())
         listener.start()
         try:
-            await asyncio.to_thread(wait_until_listening, pg_db)
             return await cancel_and_wait(store, waiters)
         finally:
             await listener.aclose()
@@ -111,11 +124,11 @@ def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) ->
         waiters.bind(asyncio.get_running_loop())
         listener.start()
         try:
-            await asyncio.to_thread(wait_until_listening, pg_db)
-            await asyncio.to_thread(kill_listener_backend)
-            await asyncio.sleep(0.2)
-            await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
-            return await cancel_and_wait(store, waiters)
+            async with waiters.watch("rcpt_someone_else"):  # a request waiting all along
+                await asyncio.to_thread(kill_listener_backend)
+                await asyncio.sleep(0.2)
+                await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
+                return await cancel_and_wait(store, waiters)
         finally:
             await listener.aclose()
 
@@ -129,9 +142,39 @@ def test_notify_without_a_waiter_or_a_loop_is_harmless() -> None:
     async def scenario() -> None:
         waiters.bind(asyncio.get_running_loop())
         waiters.notify("rcpt_nobody")
-        with waiters.watch("rcpt_a") as woken:
+        async with waiters.watch("rcpt_a") as woken:
             waiters.notify("rcpt_a")
             await asyncio.wait_for(woken, 5)
         assert waiters._waiting == {}  # noqa: SLF001 - nothing left behind
 
     asyncio.run(scenario())
+
+
+def test_the_listener_listens_only_while_requests_wait(pg_db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway nobody long-polls is not woken for every settled receipt; a waiter turns LISTEN on."""
+    monkeypatch.setattr(waiters_module, "LINGER_S", 0.3)
+    monkeypatch.setattr(waiters_module, "CHECK_S", 0.1)
+    waiters = RecordingWaiters()
+    listener = listener_on(pg_db, waiters)
+
+    async def scenario() -> None:
+        waiters.bind(asyncio.get_running_loop())
+        listener.start()
+        try:
+            await asyncio.sleep(0.3)
+            assert await asyncio.to_thread(listener_statement, pg_db) is None  # connected, never LISTENed
+            await asyncio.to_thread(notify, pg_db, "rcpt_before")
+            async with waiters.watch("rcpt_waited_for") as woken:
+                assert (await asyncio.to_thread(listener_statement, pg_db) or "").startswith("LISTEN")
+                await asyncio.to_thread(notify, pg_db, "rcpt_waited_for")
+                await asyncio.wait_for(woken, 10)
+            await asyncio.to_thread(wait_until_listening, pg_db, listening=False)  # UNLISTEN after the linger
+            await asyncio.to_thread(notify, pg_db, "rcpt_after")
+            async with waiters.watch("rcpt_again") as woken:  # LISTENs again
+                await asyncio.to_thread(notify, pg_db, "rcpt_again")
+                await asyncio.wait_for(woken, 10)
+        finally:
+            await listener.aclose()
+
+    asyncio.run(scenario())
+    assert waiters.heard == ["rcpt_waited_for", "rcpt_again"]
