@@ -4,8 +4,10 @@ while requests wait."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
@@ -56,29 +58,32 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
     store = ReceiptStore(pg_db)  # no in-process subscription: only NOTIFY can wake the waiter
     receipt, _ = store.create(call())
     waiters = RecordingWaiters()
-    listener = listener_on(pg_db, waiters)
 
     async def scenario() -> None:
-        waiters.bind(asyncio.get_running_loop())
-        listener.start()
-        try:
-            async with waiters.watch(receipt.id) as woken:  # LISTENs before it lets the waiter read
-                claimed = await asyncio.to_thread(store.claim, receipt.id, lease_s=30, actor="w")
-                assert claimed is not None
-                finisher = threading.Timer(
-                    0.2, lambda: store.finish(receipt.id, 1, Outcome("success", output=1), actor="w"))
-                finisher.start()
-                await asyncio.wait_for(woken, 10)
-        finally:
-            await listener.aclose()
+        # watch() LISTENs before it lets the waiter read
+        async with listening_for(pg_db, waiters), waiters.watch(receipt.id) as woken:
+            claimed = await asyncio.to_thread(store.claim, receipt.id, lease_s=30, actor="w")
+            assert claimed is not None
+            finisher = threading.Timer(
+                0.2, lambda: store.finish(receipt.id, 1, Outcome("success", output=1), actor="w"))
+            finisher.start()
+            await asyncio.wait_for(woken, 10)
 
     asyncio.run(scenario())
     # pending -> running announces nothing; the terminal transition is heard exactly once.
     assert waiters.heard == [receipt.id]
 
 
-def listener_on(db: Database, waiters: Waiters) -> PostgresListener:
-    return PostgresListener(db.conninfo, waiters)
+@contextlib.asynccontextmanager
+async def listening_for(db: Database, waiters: Waiters) -> AsyncIterator[PostgresListener]:
+    """A listener on ``db`` relaying to ``waiters``, running on this loop until the block ends."""
+    waiters.bind(asyncio.get_running_loop())
+    listener = PostgresListener(db.conninfo, waiters)
+    listener.start()
+    try:
+        yield listener
+    finally:
+        await listener.aclose()
 
 
 async def cancel_and_wait(store: ReceiptStore, waiters: Waiters) -> str:
@@ -93,15 +98,10 @@ async def cancel_and_wait(store: ReceiptStore, waiters: Waiters) -> str:
 def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
     store = ReceiptStore(pg_db)
     waiters = RecordingWaiters()
-    listener = listener_on(pg_db, waiters)
 
     async def scenario() -> str:
-        waiters.bind(asyncio.get_running_loop())
-        listener.start()
-        try:
+        async with listening_for(pg_db, waiters):
             return await cancel_and_wait(store, waiters)
-        finally:
-            await listener.aclose()
 
     receipt_id = asyncio.run(scenario())
     assert waiters.heard == [receipt_id]
@@ -110,7 +110,6 @@ def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
 def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) -> None:
     store = ReceiptStore(pg_db)
     waiters = RecordingWaiters()
-    listener = listener_on(pg_db, waiters)
 
     def kill_listener_backend() -> None:
         with pg_db.engine.connect() as conn:
@@ -121,16 +120,12 @@ def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) ->
         assert killed == [True]
 
     async def scenario() -> str:
-        waiters.bind(asyncio.get_running_loop())
-        listener.start()
-        try:
-            async with waiters.watch("rcpt_someone_else"):  # a request waiting all along
-                await asyncio.to_thread(kill_listener_backend)
-                await asyncio.sleep(0.2)
-                await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
-                return await cancel_and_wait(store, waiters)
-        finally:
-            await listener.aclose()
+        # A request waits all along, so the listener LISTENs throughout.
+        async with listening_for(pg_db, waiters), waiters.watch("rcpt_someone_else"):
+            await asyncio.to_thread(kill_listener_backend)
+            await asyncio.sleep(0.2)
+            await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
+            return await cancel_and_wait(store, waiters)
 
     assert asyncio.run(scenario()) in waiters.heard
 
@@ -155,12 +150,9 @@ def test_the_listener_listens_only_while_requests_wait(pg_db: Database, monkeypa
     monkeypatch.setattr(waiters_module, "LINGER_S", 0.3)
     monkeypatch.setattr(waiters_module, "CHECK_S", 0.1)
     waiters = RecordingWaiters()
-    listener = listener_on(pg_db, waiters)
 
     async def scenario() -> None:
-        waiters.bind(asyncio.get_running_loop())
-        listener.start()
-        try:
+        async with listening_for(pg_db, waiters):
             await asyncio.sleep(0.3)
             assert await asyncio.to_thread(listener_statement, pg_db) is None  # connected, never LISTENed
             await asyncio.to_thread(notify, pg_db, "rcpt_before")
@@ -173,8 +165,6 @@ def test_the_listener_listens_only_while_requests_wait(pg_db: Database, monkeypa
             async with waiters.watch("rcpt_again") as woken:  # LISTENs again
                 await asyncio.to_thread(notify, pg_db, "rcpt_again")
                 await asyncio.wait_for(woken, 10)
-        finally:
-            await listener.aclose()
 
     asyncio.run(scenario())
     assert waiters.heard == ["rcpt_waited_for", "rcpt_again"]
