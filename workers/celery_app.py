@@ -1,7 +1,8 @@
 """``make_celery(settings)``: the Celery app of a worker, with the execute and sweep tasks.
 
 The settings here are the ones DESIGN.md's guarantees rest on: late acks, reject on worker loss,
-prefetch of one, and a Redis visibility timeout above the longest time limit.
+prefetch of one, and a Redis visibility timeout above the longest time limit. On a ``redis://``
+broker the app talks to Redis through :mod:`workers.redis_transport`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from receipts.store import ReceiptStore
 from receipts.sweeps import Sweeper
 from workers.backoff import Backoff
 from workers.execution import Executor, KindRunner, PythonKind
+from workers.redis_transport import broker_transport
 from workers.registry import Registry, load_registry
 from workers.sweeper import sweep_once
 
@@ -104,7 +106,7 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
                 store: ReceiptStore | None = None) -> Celery:
     """A Celery app that executes receipts and runs the sweeper."""
     app = Celery("toolrelay", set_as_current=False)
-    app.conf.update(celery_config(settings))
+    app.conf.update(celery_config(settings), broker_transport=broker_transport(settings.broker_url))
     services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, store)
     app.toolrelay = services  # type: ignore[attr-defined]
 
