@@ -5,7 +5,8 @@ prefix, starts ``toolrelay gateway`` and ``toolrelay worker -c N`` (no beat unle
 measures, section by section (each a function ``(Run) -> dict`` in :data:`SECTIONS`):
 
 * ``pipeline``: latency one call at a time, then N echo calls over HTTP at concurrency C (aiohttp);
-* ``celery``: a bare Celery no-op task, same broker, same Celery settings, same worker count;
+* ``celery``: a bare Celery no-op task, same broker, same Celery settings, same worker count (and once
+  more on toolrelay's Redis transport, to show what that alone is worth);
 * ``paired``: both up at once, their throughput runs alternated, the median of the per-round ratios;
 * ``webhooks``: webhook deliveries by the worker's dispatcher against a bare aiohttp client;
 * ``round_trips``: SQL and Redis round trips per call, through counting proxies (not timed).
@@ -131,6 +132,13 @@ def celery_section(run: Run) -> dict[str, Any]:
     with run.phase(f"bare Celery worker alone: {args.calls} queued tasks"):
         result["drain"] = baseline.drain(args.calls)
     with run.phase("bare Celery: stop worker"):
+        run.deployment.stop_processes()
+    with run.phase(f"bare Celery on toolrelay's Redis transport: {args.calls} tasks"):
+        # What toolrelay's transport alone is worth; the ratios above are to kombu's, as any Celery runs.
+        alike = CeleryBaseline(run.deployment, args.workers, toolrelay_transport=True)
+        run.cleanups.append(alike.close)
+        alike.throughput(200)  # warm-up
+        result["toolrelay_transport"] = alike.throughput(args.calls)
         run.deployment.stop_processes()
     return result
 
@@ -329,6 +337,9 @@ def table(results: dict[str, Any]) -> str:
                  ("bare Celery publish rate (tasks/s)", f"{bare['throughput']['publish_per_s']}", ""),
                  ("bare Celery CPU ms/task worker / client",
                   " / ".join(f"{v:.2f}" for v in bare["throughput"]["cpu_ms_per_task"].values()), "")]
+        alike = bare.get("toolrelay_transport")
+        if alike:
+            rows.append(("bare Celery on toolrelay's Redis transport (tasks/s)", f"{alike['tasks_per_s']}", ""))
     paired = results.get("paired")
     if paired:
         rows += [("paired rounds: toolrelay calls/s",

@@ -27,9 +27,10 @@ QUEUE = "bench"
 class CeleryBaseline:
     """Starts the bare worker on ``deployment``'s broker and measures it."""
 
-    def __init__(self, deployment: Deployment, workers: int) -> None:
+    def __init__(self, deployment: Deployment, workers: int, *, toolrelay_transport: bool = False) -> None:
         self.deployment = deployment
         self.workers = workers
+        self.transport = "toolrelay" if toolrelay_transport else "kombu"
         self.prefix = services.redis_prefix()
         self.done_key = f"{self.prefix}done"
         self.app = make_app(services.REDIS_URL, self.prefix, QUEUE)
@@ -39,7 +40,8 @@ class CeleryBaseline:
 
     def _start(self) -> Process:
         env = {"TOOLRELAY_BENCH_BROKER_URL": services.REDIS_URL, "TOOLRELAY_BENCH_KEY_PREFIX": self.prefix,
-               "TOOLRELAY_BENCH_QUEUE": QUEUE, "TOOLRELAY_BENCH_DONE_KEY": self.done_key}
+               "TOOLRELAY_BENCH_QUEUE": QUEUE, "TOOLRELAY_BENCH_DONE_KEY": self.done_key,
+               "TOOLRELAY_BENCH_TRANSPORT": self.transport}
         self.started += 1
         process = self.deployment.spawn(f"celery-baseline-{self.started}", [
             sys.executable, "-m", "celery", "-A", "tests.benchmarks.noop_app", "worker", "-c", str(self.workers),

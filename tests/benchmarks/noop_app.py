@@ -3,7 +3,10 @@
 Run by the benchmark as ``celery -A tests.benchmarks.noop_app worker -c N -Q <queue>``. Its Celery
 settings are toolrelay's own (``celery_config``: late acks, prefetch 1, JSON, the visibility timeout),
 so the comparison isolates what toolrelay adds on top of Celery, not a difference in configuration.
-The broker, key prefix, queue and completion list come from ``TOOLRELAY_BENCH_*`` variables.
+It talks to Redis through kombu's own transport, as any Celery does; toolrelay's worker uses its
+own (``workers/redis_transport.py``), which ``TOOLRELAY_BENCH_TRANSPORT=toolrelay`` gives this worker
+too, to show what that transport alone is worth. The broker, key prefix, queue and completion list
+come from the other ``TOOLRELAY_BENCH_*`` variables.
 """
 
 from __future__ import annotations
@@ -17,21 +20,26 @@ from celery import Celery
 
 from receipts.settings import Settings
 from workers.celery_app import celery_config
+from workers.redis_transport import broker_transport
 
 NOOP_TASK = "toolrelay.bench.noop"
 
 
-def make_app(broker_url: str, key_prefix: str, queue: str) -> Celery:
-    """A Celery app with toolrelay's settings on ``broker_url``, routing the no-op task to ``queue``."""
+def make_app(broker_url: str, key_prefix: str, queue: str, *, toolrelay_transport: bool = False) -> Celery:
+    """A Celery app with toolrelay's settings on ``broker_url``, routing the no-op task to ``queue``
+    (through toolrelay's Redis transport if ``toolrelay_transport``, else kombu's)."""
     app = Celery("toolrelay-bench", set_as_current=False)
     config = celery_config(Settings(broker_url=broker_url, broker_key_prefix=key_prefix))
     config.pop("beat_schedule")
     app.conf.update(config, task_default_queue=queue)
+    if toolrelay_transport:
+        app.conf.broker_transport = broker_transport(broker_url)
     return app
 
 
 app = make_app(os.environ.get("TOOLRELAY_BENCH_BROKER_URL", "redis://127.0.0.1:6379/0"),
-               os.environ.get("TOOLRELAY_BENCH_KEY_PREFIX", ""), os.environ.get("TOOLRELAY_BENCH_QUEUE", "bench"))
+               os.environ.get("TOOLRELAY_BENCH_KEY_PREFIX", ""), os.environ.get("TOOLRELAY_BENCH_QUEUE", "bench"),
+               toolrelay_transport=os.environ.get("TOOLRELAY_BENCH_TRANSPORT") == "toolrelay")
 
 
 @cache
