@@ -1,4 +1,4 @@
-"""Faults: a worker killed with SIGKILL mid-run, and a broker message that vanished."""
+"""Faults: a worker killed with SIGKILL mid-run, a broker message that vanished, Redis dropping its connections."""
 
 from __future__ import annotations
 
@@ -83,6 +83,25 @@ def test_lost_broker_message_is_republished_by_the_sweeper(tmp_path: Path) -> No
         assert final["output"] == {"lost": True}
         assert final["attempt"] == 1
         assert "republished 1" in "\n".join(p.log() for p in stack.processes if p.name == "worker2")
+
+
+
+def test_calls_complete_after_redis_drops_every_connection(stack: Stack) -> None:
+    first = post(stack, "echo", {"n": 1})
+    assert stack.wait_terminal(first)["status"] == "success", stack.logs()
+
+    client = redis.Redis.from_url(services.REDIS_URL)
+    try:
+        killed = client.client_kill_filter(_type="normal", skipme=True)  # as a Redis restart would
+        assert killed >= 2  # at least the worker's BRPOP connection and the gateway's publisher
+        ids = [post(stack, "echo", {"n": n}) for n in range(2, 6)]
+        for receipt_id in ids:
+            final = stack.wait_terminal(receipt_id, timeout=60)
+            assert final["status"] == "success", stack.logs()
+        # Every message taken was acked: the worker's unacked bookkeeping survived the reconnect.
+        wait_until(lambda: client.hlen(f"{stack.prefix}unacked") == 0, 10, "an empty unacked hash")
+    finally:
+        client.close()
 
 
 def pool_children(pid: int) -> list[int]:
