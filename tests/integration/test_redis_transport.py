@@ -1,17 +1,19 @@
-"""The workers' Redis transport on a real Redis: the same messages and bookkeeping as kombu's, one client."""
+"""The workers' Redis transport on a real Redis: the same messages and bookkeeping as kombu's, cheaper."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
 import redis
 from kombu import Connection
+from kombu.transport import redis as kombu_redis
 
 from receipts.settings import Settings
 from tests.support import services
 from workers.celery_app import make_celery
-from workers.redis_transport import Channel, Transport, broker_transport
+from workers.redis_transport import Channel, QoS, Transport, broker_transport
 
 
 @pytest.fixture
@@ -47,6 +49,99 @@ def test_a_message_is_kept_unacked_until_its_ack_with_one_client_for_both(prefix
         queue.close()
 
 
+def test_unacked_entries_are_kombus_own_so_its_restore_brings_them_back(prefix: str) -> None:
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        queue.put({"receipt": "rcpt_1"})
+        message = queue.get(timeout=5)
+        assert isinstance(conn.default_channel.qos, QoS)
+        queue.close()
+    # The worker went away without acking. kombu's own transport, as a worker that does not use
+    # this one would, finds the entry and puts the message back on its queue.
+    stock = Connection(services.REDIS_URL, transport=kombu_redis.Transport,
+                       transport_options={"global_keyprefix": prefix, "visibility_timeout": 3600})
+    with stock:
+        stock.default_channel.qos.restore_by_tag(message.delivery_tag)
+        again = stock.SimpleQueue("tasks").get(timeout=5)
+        assert again.payload == {"receipt": "rcpt_1"}
+        assert again.delivery_tag == message.delivery_tag
+        again.ack()
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    assert raw.hlen(f"{prefix}unacked") == 0
+    assert raw.zcard(f"{prefix}unacked_index") == 0
+
+
+def test_the_bookkeeping_survives_redis_dropping_its_connection(prefix: str) -> None:
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        for n in range(3):
+            queue.put({"n": n})
+        qos = conn.default_channel.qos
+        first = queue.get(timeout=5)
+
+        def drop_bookkeeping_connection() -> None:  # as a Redis restart or an idle timeout would
+            qos._connection.send_command("CLIENT", "ID")
+            assert raw.client_kill_filter(_id=qos._connection.read_response()) == 1
+
+        drop_bookkeeping_connection()
+        first.ack()  # on a new connection
+        assert raw.hlen(f"{prefix}unacked") == 0
+        drop_bookkeeping_connection()
+        second = queue.get(timeout=5)  # its unacked entry, on a new connection
+        assert raw.hlen(f"{prefix}unacked") == 1
+        second.ack()
+        queue.get(timeout=5).ack()
+        assert raw.hlen(f"{prefix}unacked") == 0
+        assert raw.zcard(f"{prefix}unacked_index") == 0
+        queue.close()
+
+
+def test_a_command_failing_inside_the_transaction_is_raised_as_kombus_pipeline_raises_it(prefix: str) -> None:
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        queue.put({"n": 1})
+        message = queue.get(timeout=5)
+        raw.delete(f"{prefix}unacked")
+        raw.set(f"{prefix}unacked", "not a hash")
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            message.ack()
+        raw.delete(f"{prefix}unacked")
+        queue.put({"n": 2})
+        queue.get(timeout=5).ack()  # the connection is still good for the next one
+        assert raw.hlen(f"{prefix}unacked") == 0
+        queue.close()
+
+
+def test_acks_from_several_threads_each_land(prefix: str) -> None:
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        for n in range(40):
+            queue.put({"n": n})
+        messages = [queue.get(timeout=5) for _ in range(40)]
+        assert raw.hlen(f"{prefix}unacked") == 40
+        errors: list[BaseException] = []
+
+        def ack(batch: list) -> None:
+            try:
+                for message in batch:
+                    message.ack()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=ack, args=(messages[i::4],)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert raw.hlen(f"{prefix}unacked") == 0
+        assert raw.zcard(f"{prefix}unacked_index") == 0
+        queue.close()
+
+
 def test_a_new_pool_gets_a_new_client(prefix: str) -> None:
     with connection(prefix) as conn:
         channel = conn.default_channel
@@ -57,6 +152,23 @@ def test_a_new_pool_gets_a_new_client(prefix: str) -> None:
             assert second.ping()
         assert second is not first
         assert second.connection_pool is channel.pool
+
+
+def test_a_new_pool_gets_a_new_bookkeeping_connection(prefix: str) -> None:
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        queue.put({"n": 1})
+        queue.put({"n": 2})
+        qos = conn.default_channel.qos
+        queue.get(timeout=5).ack()
+        first = qos._connection
+        conn.default_channel._disconnect_pools()  # what the channel does after a fork
+        queue.get(timeout=5).ack()
+        assert qos._connection is not first
+        assert qos._pool is conn.default_channel.pool
+        assert raw.hlen(f"{prefix}unacked") == 0
+        queue.close()
 
 
 def test_a_client_handed_in_is_the_one_used(prefix: str) -> None:
