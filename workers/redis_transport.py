@@ -9,11 +9,15 @@ in two places, and this transport changes only those two:
   about 165 response callbacks into a case-insensitive dict (redis/redis-py#3624), some 50 µs each
   time. A client holds no connection of its own, only the pool's (each command checks one out), so
   one client per channel serves all of those operations.
-- **The unacked bookkeeping on a connection of its own, sent as packed commands.** A message is put
-  in the unacked hash and index when it is delivered (``QoS.append``) and taken out at its ack
-  (``QoS.ack``): the same commands as kombu's, in the same MULTI/EXEC transaction. What is left out
-  is what a redis-py pipeline and a pool checkout cost around them (a pipeline object, a check of the
-  connection with a syscall, response callbacks), about 60 µs per operation.
+- **The unacked bookkeeping on a connection of its own, sent as packed commands, its reply read
+  later.** A message is put in the unacked hash and index when it is delivered (``QoS.append``) and
+  taken out at its ack (``QoS.ack``): the same commands as kombu's, in the same MULTI/EXEC
+  transaction. kombu builds a redis-py pipeline and checks a connection out of the pool for each
+  (a pipeline object, a syscall to check the connection, response callbacks), then waits for the
+  reply: under load some 200-300 µs per transaction, two per message, in which the worker's loop
+  hands no task to a pool child.
+  Here each transaction is written and its reply read just before the next one is written, when it
+  has long arrived. See :class:`QoS` for why that keeps kombu's guarantees.
 
 Both are rebuilt when the channel replaces its pool, as it does after a fork. Only plain
 ``redis://`` brokers use this transport (:func:`broker_transport`). kombu treats ``rediss://`` and
@@ -22,6 +26,7 @@ Both are rebuilt when the channel replaces its pool, as it does after a fork. On
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,62 +39,117 @@ from redis import exceptions as redis_errors
 
 TRANSPORT = f"{__name__}:Transport"
 
+log = logging.getLogger(__name__)
+
 
 class QoS(redis.QoS):  # type: ignore[misc]
-    """kombu's Redis QoS, with the unacked bookkeeping of each message sent as one packed transaction."""
+    """kombu's Redis QoS, with the unacked bookkeeping of each message sent as one packed transaction.
+
+    A transaction is written without waiting for its reply, which is read before the next one is
+    written: by then it has long arrived, so the worker's loop never sits waiting on Redis for its
+    bookkeeping. Redis applies what one connection sends in order. What touches the unacked keys on
+    other connections (kombu's restores and rejects) first reads every reply outstanding here, so
+    Redis has applied all of it before. A transaction whose reply was lost with its connection is
+    sent again on a new one: every command in them is idempotent. One that never lands (the process
+    died with the network down) leaves what kombu's failed ack or entry leaves: a message Redis
+    redelivers after the visibility timeout, which the claim drops as its receipt has moved on, or a
+    message with no entry, whose pending receipt the sweeper publishes again.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()  # the connection is one socket; a thread pool may ack from its threads
         self._pool: Any = None
         self._connection: Any = None
+        self._unconfirmed: list[list[tuple[Any, ...]]] = []  # written, reply not read yet; in order
 
     def append(self, message: Any, delivery_tag: str) -> None:
         delivery = message.delivery_info
         entry = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        self._transaction([("ZADD", self.unacked_index_key, time(), delivery_tag),
-                           ("HSET", self.unacked_key, delivery_tag, entry)])
+        self._exchange(self._transaction([("ZADD", self.unacked_index_key, time(), delivery_tag),
+                                          ("HSET", self.unacked_key, delivery_tag, entry)]))
         virtual.QoS.append(self, message, delivery_tag)
 
     def ack(self, delivery_tag: str) -> None:
-        self._transaction([("ZREM", self.unacked_index_key, delivery_tag), ("HDEL", self.unacked_key, delivery_tag)])
+        self._exchange(self._transaction([("ZREM", self.unacked_index_key, delivery_tag),
+                                          ("HDEL", self.unacked_key, delivery_tag)]))
         virtual.QoS.ack(self, delivery_tag)
 
-    def _transaction(self, commands: Sequence[tuple[Any, ...]]) -> None:
-        """``commands`` (on keys without the global prefix) in one MULTI/EXEC: one write, one round trip.
+    def confirm(self) -> None:
+        """Read every reply outstanding: once this returns, Redis has applied all that was sent here."""
+        self._exchange(None)
 
-        A connection Redis dropped meanwhile (a restart, an idle timeout) fails the first try, which a
-        pool would have caught at checkout: it is tried once more on a new connection, as the pool
-        does. The commands are idempotent, so a transaction that did run before its reply was lost
-        may run twice. Any error leaves the connection closed, so no reply is ever left unread on it.
-        """
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self.confirm()
+        super().reject(delivery_tag, requeue)
+
+    def restore_unacked(self, client: Any = None) -> None:
+        self.confirm()
+        super().restore_unacked(client)
+
+    def restore_visible(self, *args: Any, **kwargs: Any) -> None:
+        self.confirm()
+        super().restore_visible(*args, **kwargs)
+
+    def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> None:
+        self.confirm()
+        super().restore_by_tag(tag, client, leftmost)
+
+    def _transaction(self, commands: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``commands`` (on keys without the global prefix) wrapped in MULTI/EXEC, keys prefixed."""
         prefix = self.channel.global_keyprefix
-        packed_commands = [("MULTI",), *((name, prefix + key, *args) for name, key, *args in commands), ("EXEC",)]
+        return [("MULTI",), *((name, prefix + key, *args) for name, key, *args in commands), ("EXEC",)]
+
+    def _exchange(self, transaction: list[tuple[Any, ...]] | None) -> None:
+        """Read the replies outstanding, then write ``transaction`` (if any) without waiting for its own.
+
+        A connection Redis dropped (a restart, an idle timeout) is replaced, as a pool would replace
+        it at checkout, and what was unconfirmed on it is sent again and confirmed on the new one.
+        Any other error leaves the connection closed, so no reply is ever left unread on it.
+        """
         with self._lock:
+            if transaction is None and not self._unconfirmed:
+                return  # nothing to read; and no connection to open, on a channel that may be closing
             conn = self._connection_of(self.channel.pool)
-
-            def send() -> list[Any]:
-                conn.send_packed_command(conn.pack_commands(packed_commands))
-                replies = [conn.read_response() for _ in packed_commands]  # an error reply raises
-                return replies[-1]  # EXEC's: one reply per command, an error as an exception object
-
             try:
                 try:
-                    results = send()
+                    self._read_replies(conn)
+                    if transaction is not None:
+                        self._write(conn, transaction)
                 except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
+                    if transaction is not None and not any(sent is transaction for sent in self._unconfirmed):
+                        self._unconfirmed.append(transaction)
                     conn.disconnect()
-                    results = send()
+                    again, self._unconfirmed = self._unconfirmed, []
+                    for sent in again:
+                        self._write(conn, sent)
+                    self._read_replies(conn)
             except BaseException:
                 conn.disconnect()
+                self._unconfirmed.clear()
                 raise
-        failed = [result for result in results if isinstance(result, Exception)]
-        if failed:
-            raise failed[0]
+
+    def _write(self, conn: Any, transaction: list[tuple[Any, ...]]) -> None:
+        self._unconfirmed.append(transaction)
+        conn.send_packed_command(conn.pack_commands(transaction))
+
+    def _read_replies(self, conn: Any) -> None:
+        while self._unconfirmed:
+            replies = [conn.read_response() for _ in self._unconfirmed[0]]  # an error reply raises
+            transaction = self._unconfirmed.pop(0)
+            failed = [result for result in replies[-1] if isinstance(result, Exception)]  # EXEC's, one per command
+            if failed:
+                log.error("Redis refused the unacked bookkeeping %s: %s", [command[0] for command in transaction[1:-1]],
+                          failed[0])
 
     def _connection_of(self, pool: Any) -> Any:
         if self._pool is not pool:  # a new pool: after a fork, or after the channel dropped a broken one
             # Checked out for good: the pool counts it in use, so closing the pool closes it too.
             self._pool, self._connection = pool, pool.get_connection()
+            # Replies still outstanding were lost with the old pool's connection: send those again.
+            again, self._unconfirmed = self._unconfirmed, []
+            for sent in again:
+                self._write(self._connection, sent)
         return self._connection
 
 
@@ -109,6 +169,15 @@ class Channel(redis.Channel):  # type: ignore[misc]
         if shared is None or shared.connection_pool is not pool:
             shared = self._shared_client = self._create_client()
         yield shared
+
+    def close(self) -> None:
+        qos = self._qos
+        if qos is not None and not self.closed:
+            try:
+                qos.confirm()  # before the pools close, with the bookkeeping's connection
+            except Exception:  # noqa: BLE001 - closing goes on; kombu restores what it can
+                log.warning("could not confirm the unacked bookkeeping before closing the channel", exc_info=True)
+        super().close()
 
 
 class Transport(redis.Transport):  # type: ignore[misc]

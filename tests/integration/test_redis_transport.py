@@ -38,11 +38,13 @@ def test_a_message_is_kept_unacked_until_its_ack_with_one_client_for_both(prefix
 
         message = queue.get(timeout=5)
         assert message.payload == {"receipt": "rcpt_1"}
+        channel.qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 1  # delivered, not yet acked: Redis would redeliver it
         client = channel._shared_client
         assert client is not None
 
         message.ack()
+        channel.qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 0
         assert raw.zcard(f"{prefix}unacked_index") == 0
         assert channel._shared_client is client  # the put, the delivery and the ack: one client
@@ -71,6 +73,29 @@ def test_unacked_entries_are_kombus_own_so_its_restore_brings_them_back(prefix: 
     assert raw.zcard(f"{prefix}unacked_index") == 0
 
 
+def test_each_reply_is_read_before_the_next_write_and_confirm_reads_the_last(prefix: str) -> None:
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        for n in range(2):
+            queue.put({"n": n})
+        qos = conn.default_channel.qos
+        first = queue.get(timeout=5)
+        assert len(qos._unconfirmed) == 1  # the entry is written; the worker did not wait for Redis to answer
+        first.ack()
+        assert len(qos._unconfirmed) == 1  # the entry's reply was read before the ack was written
+        qos.confirm()
+        assert qos._unconfirmed == []
+        assert raw.hlen(f"{prefix}unacked") == 0
+        second = queue.get(timeout=5)
+        qos.confirm()
+        assert raw.hget(f"{prefix}unacked", second.delivery_tag) is not None
+        second.ack()
+        queue.close()
+    assert raw.hlen(f"{prefix}unacked") == 0  # closing the channel confirmed the last ack
+    assert raw.zcard(f"{prefix}unacked_index") == 0
+
+
 def test_the_bookkeeping_survives_redis_dropping_its_connection(prefix: str) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
@@ -81,35 +106,61 @@ def test_the_bookkeeping_survives_redis_dropping_its_connection(prefix: str) -> 
         first = queue.get(timeout=5)
 
         def drop_bookkeeping_connection() -> None:  # as a Redis restart or an idle timeout would
+            qos.confirm()
             qos._connection.send_command("CLIENT", "ID")
             assert raw.client_kill_filter(_id=qos._connection.read_response()) == 1
 
         drop_bookkeeping_connection()
-        first.ack()  # on a new connection
+        first.ack()  # written on a connection Redis has closed: lost, then sent again on a new one
+        qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 0
         drop_bookkeeping_connection()
-        second = queue.get(timeout=5)  # its unacked entry, on a new connection
+        second = queue.get(timeout=5)  # its unacked entry, the same way
+        qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 1
         second.ack()
         queue.get(timeout=5).ack()
+        qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 0
         assert raw.zcard(f"{prefix}unacked_index") == 0
         queue.close()
 
 
-def test_a_command_failing_inside_the_transaction_is_raised_as_kombus_pipeline_raises_it(prefix: str) -> None:
+def test_what_was_unconfirmed_when_the_pool_was_replaced_is_sent_again(prefix: str) -> None:
+    raw = redis.Redis.from_url(services.REDIS_URL)
+    with connection(prefix) as conn:
+        queue = conn.SimpleQueue("tasks")
+        queue.put({"n": 1})
+        qos = conn.default_channel.qos
+        message = queue.get(timeout=5)
+        raw.delete(f"{prefix}unacked", f"{prefix}unacked_index")  # as if the entry had been lost with the pool
+        conn.default_channel._disconnect_pools()
+        qos.confirm()
+        assert raw.hget(f"{prefix}unacked", message.delivery_tag) is not None
+        message.ack()
+        qos.confirm()
+        assert raw.hlen(f"{prefix}unacked") == 0
+        queue.close()
+
+
+def test_a_transaction_redis_refuses_is_logged_and_the_connection_goes_on(
+        prefix: str, caplog: pytest.LogCaptureFixture) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
         queue = conn.SimpleQueue("tasks")
         queue.put({"n": 1})
         message = queue.get(timeout=5)
+        qos = conn.default_channel.qos
+        qos.confirm()
         raw.delete(f"{prefix}unacked")
         raw.set(f"{prefix}unacked", "not a hash")
-        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-            message.ack()
+        message.ack()
+        qos.confirm()
+        assert "Redis refused the unacked bookkeeping ['ZREM', 'HDEL']: WRONGTYPE" in caplog.text
         raw.delete(f"{prefix}unacked")
         queue.put({"n": 2})
         queue.get(timeout=5).ack()  # the connection is still good for the next one
+        qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 0
         queue.close()
 
@@ -137,6 +188,7 @@ def test_acks_from_several_threads_each_land(prefix: str) -> None:
         for thread in threads:
             thread.join()
         assert errors == []
+        conn.default_channel.qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 0
         assert raw.zcard(f"{prefix}unacked_index") == 0
         queue.close()
@@ -167,6 +219,7 @@ def test_a_new_pool_gets_a_new_bookkeeping_connection(prefix: str) -> None:
         queue.get(timeout=5).ack()
         assert qos._connection is not first
         assert qos._pool is conn.default_channel.pool
+        qos.confirm()
         assert raw.hlen(f"{prefix}unacked") == 0
         queue.close()
 
