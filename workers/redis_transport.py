@@ -53,7 +53,8 @@ class QoS(redis.QoS):  # type: ignore[misc]
     sent again on a new one: every command in them is idempotent. One that never lands (the process
     died with the network down) leaves what kombu's failed ack or entry leaves: a message Redis
     redelivers after the visibility timeout, which the claim drops as its receipt has moved on, or a
-    message with no entry, whose pending receipt the sweeper publishes again.
+    message with no entry, whose receipt the sweeper recovers (publishing it again while it is
+    pending, reclaiming its lease while it is running).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
