@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -28,8 +29,21 @@ def connection(prefix: str) -> Connection:
                       transport_options={"global_keyprefix": prefix, "visibility_timeout": 3600})
 
 
-def test_a_message_is_kept_unacked_until_its_ack_with_one_client_for_both(prefix: str) -> None:
+def unacked(prefix: str) -> tuple[int, int]:
+    """Entries in the unacked hash and in its index, as Redis holds them now."""
     raw = redis.Redis.from_url(services.REDIS_URL)
+    return raw.hlen(f"{prefix}unacked"), raw.zcard(f"{prefix}unacked_index")
+
+
+def queue_of(conn: Connection, messages: int) -> Any:
+    """The "tasks" queue with ``messages`` messages ``{"n": 0}``, ``{"n": 1}``... on it."""
+    queue = conn.SimpleQueue("tasks")
+    for n in range(messages):
+        queue.put({"n": n})
+    return queue
+
+
+def test_a_message_is_kept_unacked_until_its_ack_with_one_client_for_both(prefix: str) -> None:
     with connection(prefix) as conn:
         channel = conn.default_channel
         assert isinstance(channel, Channel)
@@ -39,14 +53,13 @@ def test_a_message_is_kept_unacked_until_its_ack_with_one_client_for_both(prefix
         message = queue.get(timeout=5)
         assert message.payload == {"receipt": "rcpt_1"}
         channel.qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 1  # delivered, not yet acked: Redis would redeliver it
+        assert unacked(prefix) == (1, 1)  # delivered, not yet acked: Redis would redeliver it
         client = channel._shared_client
         assert client is not None
 
         message.ack()
         channel.qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
-        assert raw.zcard(f"{prefix}unacked_index") == 0
+        assert unacked(prefix) == (0, 0)
         assert channel._shared_client is client  # the put, the delivery and the ack: one client
         queue.close()
 
@@ -68,17 +81,13 @@ def test_unacked_entries_are_kombus_own_so_its_restore_brings_them_back(prefix: 
         assert again.payload == {"receipt": "rcpt_1"}
         assert again.delivery_tag == message.delivery_tag
         again.ack()
-    raw = redis.Redis.from_url(services.REDIS_URL)
-    assert raw.hlen(f"{prefix}unacked") == 0
-    assert raw.zcard(f"{prefix}unacked_index") == 0
+    assert unacked(prefix) == (0, 0)
 
 
 def test_each_reply_is_read_before_the_next_write_and_confirm_reads_the_last(prefix: str) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
-        queue = conn.SimpleQueue("tasks")
-        for n in range(2):
-            queue.put({"n": n})
+        queue = queue_of(conn, 2)
         qos = conn.default_channel.qos
         first = queue.get(timeout=5)
         assert len(qos._unconfirmed) == 1  # the entry is written; the worker did not wait for Redis to answer
@@ -86,22 +95,19 @@ def test_each_reply_is_read_before_the_next_write_and_confirm_reads_the_last(pre
         assert len(qos._unconfirmed) == 1  # the entry's reply was read before the ack was written
         qos.confirm()
         assert qos._unconfirmed == []
-        assert raw.hlen(f"{prefix}unacked") == 0
+        assert unacked(prefix) == (0, 0)
         second = queue.get(timeout=5)
         qos.confirm()
         assert raw.hget(f"{prefix}unacked", second.delivery_tag) is not None
         second.ack()
         queue.close()
-    assert raw.hlen(f"{prefix}unacked") == 0  # closing the channel confirmed the last ack
-    assert raw.zcard(f"{prefix}unacked_index") == 0
+    assert unacked(prefix) == (0, 0)  # closing the channel confirmed the last ack
 
 
 def test_the_bookkeeping_survives_redis_dropping_its_connection(prefix: str) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
-        queue = conn.SimpleQueue("tasks")
-        for n in range(3):
-            queue.put({"n": n})
+        queue = queue_of(conn, 3)
         qos = conn.default_channel.qos
         first = queue.get(timeout=5)
 
@@ -113,24 +119,22 @@ def test_the_bookkeeping_survives_redis_dropping_its_connection(prefix: str) -> 
         drop_bookkeeping_connection()
         first.ack()  # written on a connection Redis has closed: lost, then sent again on a new one
         qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
+        assert unacked(prefix) == (0, 0)
         drop_bookkeeping_connection()
         second = queue.get(timeout=5)  # its unacked entry, the same way
         qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 1
+        assert unacked(prefix) == (1, 1)
         second.ack()
         queue.get(timeout=5).ack()
         qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
-        assert raw.zcard(f"{prefix}unacked_index") == 0
+        assert unacked(prefix) == (0, 0)
         queue.close()
 
 
 def test_what_was_unconfirmed_when_the_pool_was_replaced_is_sent_again(prefix: str) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
-        queue = conn.SimpleQueue("tasks")
-        queue.put({"n": 1})
+        queue = queue_of(conn, 1)
         qos = conn.default_channel.qos
         message = queue.get(timeout=5)
         raw.delete(f"{prefix}unacked", f"{prefix}unacked_index")  # as if the entry had been lost with the pool
@@ -139,7 +143,7 @@ def test_what_was_unconfirmed_when_the_pool_was_replaced_is_sent_again(prefix: s
         assert raw.hget(f"{prefix}unacked", message.delivery_tag) is not None
         message.ack()
         qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
+        assert unacked(prefix) == (0, 0)
         queue.close()
 
 
@@ -147,8 +151,7 @@ def test_a_transaction_redis_refuses_is_logged_and_the_connection_goes_on(
         prefix: str, caplog: pytest.LogCaptureFixture) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
-        queue = conn.SimpleQueue("tasks")
-        queue.put({"n": 1})
+        queue = queue_of(conn, 1)
         message = queue.get(timeout=5)
         qos = conn.default_channel.qos
         qos.confirm()
@@ -161,18 +164,16 @@ def test_a_transaction_redis_refuses_is_logged_and_the_connection_goes_on(
         queue.put({"n": 2})
         queue.get(timeout=5).ack()  # the connection is still good for the next one
         qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
+        assert unacked(prefix) == (0, 0)
         queue.close()
 
 
 def test_acks_from_several_threads_each_land(prefix: str) -> None:
-    raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
-        queue = conn.SimpleQueue("tasks")
-        for n in range(40):
-            queue.put({"n": n})
+        queue = queue_of(conn, 40)
         messages = [queue.get(timeout=5) for _ in range(40)]
-        assert raw.hlen(f"{prefix}unacked") == 40
+        conn.default_channel.qos.confirm()
+        assert unacked(prefix) == (40, 40)
         errors: list[BaseException] = []
 
         def ack(batch: list) -> None:
@@ -189,8 +190,7 @@ def test_acks_from_several_threads_each_land(prefix: str) -> None:
             thread.join()
         assert errors == []
         conn.default_channel.qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
-        assert raw.zcard(f"{prefix}unacked_index") == 0
+        assert unacked(prefix) == (0, 0)
         queue.close()
 
 
@@ -207,11 +207,8 @@ def test_a_new_pool_gets_a_new_client(prefix: str) -> None:
 
 
 def test_a_new_pool_gets_a_new_bookkeeping_connection(prefix: str) -> None:
-    raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
-        queue = conn.SimpleQueue("tasks")
-        queue.put({"n": 1})
-        queue.put({"n": 2})
+        queue = queue_of(conn, 2)
         qos = conn.default_channel.qos
         queue.get(timeout=5).ack()
         first = qos._connection
@@ -220,7 +217,7 @@ def test_a_new_pool_gets_a_new_bookkeeping_connection(prefix: str) -> None:
         assert qos._connection is not first
         assert qos._pool is conn.default_channel.pool
         qos.confirm()
-        assert raw.hlen(f"{prefix}unacked") == 0
+        assert unacked(prefix) == (0, 0)
         queue.close()
 
 
