@@ -15,9 +15,8 @@ in two places, and this transport changes only those two:
   transaction. kombu builds a redis-py pipeline and checks a connection out of the pool for each
   (a pipeline object, a syscall to check the connection, response callbacks), then waits for the
   reply: under load some 200-300 µs per transaction, two per message, in which the worker's loop
-  hands no task to a pool child.
-  Here each transaction is written and its reply read just before the next one is written, when it
-  has long arrived. See :class:`QoS` for why that keeps kombu's guarantees.
+  hands no task to a pool child. Here each transaction's reply is read once the next one is
+  written, when it has long arrived. See :class:`QoS` for why that keeps kombu's guarantees.
 
 Both are rebuilt when the channel replaces its pool, as it does after a fork. Only plain
 ``redis://`` brokers use this transport (:func:`broker_transport`). kombu treats ``rediss://`` and
@@ -45,7 +44,7 @@ log = logging.getLogger(__name__)
 class QoS(redis.QoS):  # type: ignore[misc]
     """kombu's Redis QoS, with the unacked bookkeeping of each message sent as one packed transaction.
 
-    A transaction is written without waiting for its reply, which is read before the next one is
+    A transaction is written without waiting for its reply, which is read once the next one is
     written: by then it has long arrived, so the worker's loop never sits waiting on Redis for its
     bookkeeping. Redis applies what one connection sends in order. What touches the unacked keys on
     other connections (kombu's restores and rejects) first reads every reply outstanding here, so
@@ -62,7 +61,8 @@ class QoS(redis.QoS):  # type: ignore[misc]
         self._lock = threading.Lock()  # the connection is one socket; a thread pool may ack from its threads
         self._pool: Any = None
         self._connection: Any = None
-        self._unconfirmed: list[list[tuple[Any, ...]]] = []  # written, reply not read yet; in order
+        self._unconfirmed: list[list[tuple[Any, ...]]] = []  # transactions whose reply is not read yet, in order
+        self._written = 0  # how many of them the current connection carried
 
     def append(self, message: Any, delivery_tag: str) -> None:
         delivery = message.delivery_info
@@ -102,56 +102,49 @@ class QoS(redis.QoS):  # type: ignore[misc]
         return [("MULTI",), *((name, prefix + key, *args) for name, key, *args in commands), ("EXEC",)]
 
     def _exchange(self, transaction: list[tuple[Any, ...]] | None) -> None:
-        """Read the replies outstanding, then write ``transaction`` (if any) without waiting for its own.
+        """Write ``transaction`` (None: nothing new), then read every reply outstanding but its own.
 
         A connection Redis dropped (a restart, an idle timeout) is replaced, as a pool would replace
-        it at checkout, and what was unconfirmed on it is sent again and confirmed on the new one.
+        it at checkout, and all that is unconfirmed is written again and confirmed on the new one.
         Any other error leaves the connection closed, so no reply is ever left unread on it.
         """
         with self._lock:
-            if transaction is None and not self._unconfirmed:
+            if transaction is not None:
+                self._unconfirmed.append(transaction)
+            if not self._unconfirmed:
                 return  # nothing to read; and no connection to open, on a channel that may be closing
-            conn = self._connection_of(self.channel.pool)
+            pool = self.channel.pool
+            if self._pool is not pool:  # a new pool: after a fork, or after the channel dropped a broken one
+                # Checked out for good: the pool counts it in use, so closing the pool closes it too.
+                # What was written on the old pool's connection is written again on this one.
+                self._pool, self._connection, self._written = pool, pool.get_connection(), 0
+            conn = self._connection
             try:
                 try:
-                    self._read_replies(conn)
-                    if transaction is not None:
-                        self._write(conn, transaction)
+                    self._settle(conn, outstanding=0 if transaction is None else 1)
                 except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError):
-                    if transaction is not None and not any(sent is transaction for sent in self._unconfirmed):
-                        self._unconfirmed.append(transaction)
                     conn.disconnect()
-                    again, self._unconfirmed = self._unconfirmed, []
-                    for sent in again:
-                        self._write(conn, sent)
-                    self._read_replies(conn)
+                    self._written = 0
+                    self._settle(conn, outstanding=0)
             except BaseException:
                 conn.disconnect()
                 self._unconfirmed.clear()
+                self._written = 0
                 raise
 
-    def _write(self, conn: Any, transaction: list[tuple[Any, ...]]) -> None:
-        self._unconfirmed.append(transaction)
-        conn.send_packed_command(conn.pack_commands(transaction))
-
-    def _read_replies(self, conn: Any) -> None:
-        while self._unconfirmed:
+    def _settle(self, conn: Any, *, outstanding: int) -> None:
+        """Write what ``conn`` has not carried yet, then read replies until ``outstanding`` are left."""
+        for transaction in self._unconfirmed[self._written:]:
+            conn.send_packed_command(conn.pack_commands(transaction))
+            self._written += 1
+        while len(self._unconfirmed) > outstanding:
             replies = [conn.read_response() for _ in self._unconfirmed[0]]  # an error reply raises
             transaction = self._unconfirmed.pop(0)
+            self._written -= 1
             failed = [result for result in replies[-1] if isinstance(result, Exception)]  # EXEC's, one per command
             if failed:
                 log.error("Redis refused the unacked bookkeeping %s: %s", [command[0] for command in transaction[1:-1]],
                           failed[0])
-
-    def _connection_of(self, pool: Any) -> Any:
-        if self._pool is not pool:  # a new pool: after a fork, or after the channel dropped a broken one
-            # Checked out for good: the pool counts it in use, so closing the pool closes it too.
-            self._pool, self._connection = pool, pool.get_connection()
-            # Replies still outstanding were lost with the old pool's connection: send those again.
-            again, self._unconfirmed = self._unconfirmed, []
-            for sent in again:
-                self._write(self._connection, sent)
-        return self._connection
 
 
 class Channel(redis.Channel):  # type: ignore[misc]

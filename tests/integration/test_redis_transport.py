@@ -84,7 +84,7 @@ def test_unacked_entries_are_kombus_own_so_its_restore_brings_them_back(prefix: 
     assert unacked(prefix) == (0, 0)
 
 
-def test_each_reply_is_read_before_the_next_write_and_confirm_reads_the_last(prefix: str) -> None:
+def test_each_reply_is_read_once_the_next_transaction_is_written_and_confirm_reads_the_last(prefix: str) -> None:
     raw = redis.Redis.from_url(services.REDIS_URL)
     with connection(prefix) as conn:
         queue = queue_of(conn, 2)
@@ -92,7 +92,7 @@ def test_each_reply_is_read_before_the_next_write_and_confirm_reads_the_last(pre
         first = queue.get(timeout=5)
         assert len(qos._unconfirmed) == 1  # the entry is written; the worker did not wait for Redis to answer
         first.ack()
-        assert len(qos._unconfirmed) == 1  # the entry's reply was read before the ack was written
+        assert len(qos._unconfirmed) == 1  # the ack is written, and the entry's reply was read
         qos.confirm()
         assert qos._unconfirmed == []
         assert unacked(prefix) == (0, 0)
