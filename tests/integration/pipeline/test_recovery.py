@@ -85,7 +85,6 @@ def test_lost_broker_message_is_republished_by_the_sweeper(tmp_path: Path) -> No
         assert "republished 1" in "\n".join(p.log() for p in stack.processes if p.name == "worker2")
 
 
-
 def test_calls_complete_after_redis_drops_every_connection(stack: Stack) -> None:
     first = post(stack, "echo", {"n": 1})
     assert stack.wait_terminal(first)["status"] == "success", stack.logs()

@@ -40,8 +40,7 @@ def listener_statement(db: Database) -> str | None:
 def wait_until_listening(db: Database, timeout: float = 15, *, listening: bool = True) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        statement = listener_statement(db) or ""
-        if statement.startswith("LISTEN") == listening and (listening or statement.startswith("UNLISTEN")):
+        if (listener_statement(db) or "").startswith("LISTEN" if listening else "UNLISTEN"):
             return
         time.sleep(0.05)
     raise AssertionError(f"the listener never issued {'LISTEN' if listening else 'UNLISTEN'}")
