@@ -19,10 +19,9 @@ from gateway.waiters import PostgresListener
 from receipts.db import Database
 from receipts.messages import TaskSender, transport_options
 from receipts.settings import Settings
-from receipts.store import ReceiptStore
 
-# Connections for the INSERTs that POST /v1/tool-calls awaits on the event loop. Few on purpose: an
-# INSERT takes well under a millisecond, so three accept more calls per second than one process can
+# Connections for the statements the gateway awaits on its event loop. Few on purpose: a statement
+# takes well under a millisecond, so three serve more requests per second than one process can
 # parse, and every further connection committing at the same time costs PostgreSQL CPU in commit
 # lock waits (measured on 2 cores: 3 connections gave 2-24 % more end-to-end throughput than 10, median 7 %).
 ASYNC_POOL_SIZE = 3
@@ -37,10 +36,9 @@ def make_sender(settings: Settings) -> Celery:
     return app
 
 
-def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender: TaskSender | None = None) -> FastAPI:
-    """The HTTP API. ``store`` and ``sender`` may be shared with an in-process worker (embedded mode)."""
-    store = store or ReceiptStore(Database.from_settings(settings, pool_size=20))
-    db = store.db
+def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSender | None = None) -> FastAPI:
+    """The HTTP API. ``db`` and ``sender`` may be shared with an in-process worker (embedded mode)."""
+    db = db or Database.from_settings(settings, pool_size=4, name="toolrelay-gateway")
     publisher: RedisPublisher | BatchPublisher | None = None
     if sender is None:
         sender = make_sender(settings)
@@ -48,7 +46,7 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
             publisher = RedisPublisher(sender, grace_s=settings.lease_grace_s)
         else:
             publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
-    services = Services(settings, store, sender, publisher)
+    services = Services(settings, db, sender, publisher)
     listener: PostgresListener | None = None
 
     @asynccontextmanager
@@ -56,9 +54,8 @@ def create_app(settings: Settings, *, store: ReceiptStore | None = None, sender:
         nonlocal listener
         services.waiters.bind(asyncio.get_running_loop())
         await db.open_async(ASYNC_POOL_SIZE)
-        if db.dialect == "postgresql":
-            listener = PostgresListener(db.conninfo, services.waiters)
-            listener.start()
+        listener = PostgresListener(db, services.waiters)
+        listener.start()
         yield
         if listener is not None:
             await listener.aclose()

@@ -7,8 +7,9 @@ import time
 from fastapi import Request
 
 from gateway.problems import Problem
+from receipts import tenants
+from receipts.db import Database
 from receipts.records import Tenant
-from receipts.tenants import Tenants
 
 UNAUTHORIZED = {"WWW-Authenticate": 'Bearer realm="toolrelay"'}
 
@@ -16,24 +17,17 @@ UNAUTHORIZED = {"WWW-Authenticate": 'Bearer realm="toolrelay"'}
 class KeyCache:
     """Key -> tenant, remembered for ``ttl_s`` (a revoked key stops working within that time)."""
 
-    def __init__(self, tenants: Tenants, ttl_s: float) -> None:
-        self.tenants = tenants
+    def __init__(self, db: Database, ttl_s: float) -> None:
+        self.db = db
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[Tenant | None, float]] = {}
 
-    def cached(self, key: str) -> tuple[bool, Tenant | None]:
-        """``(True, tenant)`` when the answer is known without the database."""
+    async def lookup(self, key: str) -> Tenant | None:
         hit = self._cache.get(key)
-        if hit is not None and hit[1] > time.monotonic():
-            return True, hit[0]
-        return False, None
-
-    def lookup(self, key: str) -> Tenant | None:
-        known, tenant = self.cached(key)
-        if known:
-            return tenant
         now = time.monotonic()
-        tenant = self.tenants.for_key(key)
+        if hit is not None and hit[1] > now:
+            return hit[0]
+        tenant = await self.db.arun(tenants.for_key(key))
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[key] = (tenant, now + self.ttl_s)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
-from starlette.concurrency import run_in_threadpool
 
 from gateway.auth import UNAUTHORIZED, bearer_key
 from gateway.problems import Problem
@@ -23,11 +22,7 @@ async def get_services(request: Request) -> Services:
 
 
 async def get_tenant(request: Request) -> Tenant:
-    key = bearer_key(request)
-    services = services_of(request)
-    known, tenant = services.keys.cached(key)
-    if not known:
-        tenant = await run_in_threadpool(services.keys.lookup, key)
+    tenant = await services_of(request).keys.lookup(bearer_key(request))
     if tenant is None:
         raise Problem(401, "invalid API key", headers=UNAUTHORIZED)
     return tenant

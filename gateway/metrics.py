@@ -9,7 +9,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from receipts.db import Database
-from receipts.stats import backlog
+from receipts.store.stats import backlog
 
 
 class BacklogCollector(Collector):
@@ -19,7 +19,7 @@ class BacklogCollector(Collector):
         self.db = db
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        figures = backlog(self.db)
+        figures = self.db.run(backlog())
         active = GaugeMetricFamily("toolrelay_receipts_active", "Non-terminal receipts by status", labels=["status"])
         for status, count in figures.active.items():
             active.add_metric([status], count)

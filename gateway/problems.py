@@ -13,7 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
-from receipts.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
+from receipts.errors import Conflict, IdempotencyMismatch, InvalidInput, NotConfigured, NotFound, Unavailable
+from receipts.secretbox import SecretKeyMissing, SecretUnreadable
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,25 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(InvalidInput)
     async def _invalid_input(_: Request, exc: InvalidInput) -> JSONResponse:
         return problem_response(422, exc.message, errors=exc.errors)
+
+    @app.exception_handler(Unavailable)
+    async def _unavailable(_: Request, exc: Unavailable) -> JSONResponse:
+        return problem_response(503, "the database is unavailable; nothing was changed, try again shortly",
+                                headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(NotConfigured)
+    async def _not_configured(_: Request, exc: NotConfigured) -> JSONResponse:
+        return problem_response(503, exc.message)
+
+    @app.exception_handler(SecretKeyMissing)
+    async def _no_secret_key(_: Request, exc: SecretKeyMissing) -> JSONResponse:
+        return problem_response(503, "TOOLRELAY_SECRET_KEY is not set: secrets (webhook signing secrets, "
+                                     "integration setups, credential headers) cannot be stored or read")
+
+    @app.exception_handler(SecretUnreadable)
+    async def _unreadable(_: Request, exc: SecretUnreadable) -> JSONResponse:
+        return problem_response(409, "a stored secret cannot be decrypted (was TOOLRELAY_SECRET_KEY changed?); "
+                                     "store it again")
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -5,7 +5,7 @@
 JSON Schema of the parameters, the request template and its URL (SSRF guard), the provider and
 method, the fixed arguments. Any failure is a :class:`~gateway.problems.Problem` naming the field,
 raised before anything is stored. An api_call's credential headers are encrypted here
-(:mod:`receipts.sealed_headers`): 503 when ``TOOLRELAY_SECRET_KEY`` is not set.
+(:mod:`receipts.outbound.sealed_headers`): 503 when ``TOOLRELAY_SECRET_KEY`` is not set.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from gateway.problems import Problem
-from receipts import request_templates, sealed_headers
-from receipts.catalogue import TOOL_NAME
-from receipts.errors import InvalidInput, NotFound
-from receipts.outbound import OutboundGuard
-from receipts.providers import ProviderMethod, Providers
+from receipts.catalogue.providers import ProviderMethod
+from receipts.catalogue.tools import TOOL_NAME
+from receipts.errors import InvalidInput
+from receipts.outbound import sealed_headers
+from receipts.outbound import templates as request_templates
+from receipts.outbound.guard import OutboundGuard
 from receipts.records import ToolSpec
 from receipts.secretbox import SecretKeyMissing
 from receipts.settings import Settings
@@ -112,15 +113,16 @@ def _problem(exc: InvalidInput) -> Problem:
 
 
 class ToolDefinitions:
-    """Turns definitions into catalogue entries; needs the provider list and the SSRF guard."""
+    """Turns definitions into catalogue entries, with the SSRF guard on the URLs they name."""
 
-    def __init__(self, settings: Settings, providers: Providers) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.providers = providers
         self.guard = OutboundGuard(settings.outbound_allow_cidrs)
 
-    def build(self, tenant_id: str, body: FunctionTool | ApiCallTool | IntegrationTool) -> ToolSpec:
-        """The tenant's catalogue entry for ``body``; blocking (DNS), so call it off the event loop.
+    def build(self, tenant_id: str, body: FunctionTool | ApiCallTool | IntegrationTool,
+              method: ProviderMethod | None = None) -> ToolSpec:
+        """The tenant's catalogue entry for ``body`` (an integration tool's ``method`` looked up by the
+        caller); blocking (DNS), so call it off the event loop.
 
         Raises:
             Problem: 422 naming the field at fault.
@@ -130,7 +132,8 @@ class ToolDefinitions:
             return self._function(tenant_id, body)
         if isinstance(body, ApiCallTool):
             return self._api_call(tenant_id, body)
-        return self._integration(tenant_id, body)
+        assert method is not None, "an integration tool is built from its provider method"
+        return self._integration(tenant_id, body, method)
 
     def _function(self, tenant_id: str, body: FunctionTool) -> ToolSpec:
         check_parameters(body.parameters)
@@ -167,12 +170,7 @@ class ToolDefinitions:
                         max_attempts=body.max_attempts or self.settings.default_max_attempts,
                         definition=definition, tenant_id=tenant_id)
 
-    def _integration(self, tenant_id: str, body: IntegrationTool) -> ToolSpec:
-        try:
-            method = self.providers.find(body.provider, body.method)
-        except NotFound as exc:
-            field = "method" if "has no method" in exc.message else "provider"
-            raise Problem.invalid(field, exc.message) from None
+    def _integration(self, tenant_id: str, body: IntegrationTool, method: ProviderMethod) -> ToolSpec:
         self._check_fixed(method, body.arguments)
         parameters = open_parameters(method.arguments, fixed=body.arguments)
         return ToolSpec(

@@ -20,6 +20,8 @@ from contextlib import asynccontextmanager
 
 import psycopg
 
+from receipts.db import Database
+
 log = logging.getLogger(__name__)
 
 CHANNEL = "toolrelay_receipts"
@@ -87,8 +89,8 @@ class PostgresListener:
     at the GIL with the loop serving requests, which costs more than relaying the notification.
     """
 
-    def __init__(self, conninfo: str, waiters: Waiters) -> None:
-        self.conninfo = conninfo
+    def __init__(self, db: Database, waiters: Waiters) -> None:
+        self.db = db
         self.waiters = waiters
         self._task: asyncio.Task[None] | None = None
         self._wanted = asyncio.Event()  # a waiter asked for LISTEN
@@ -118,7 +120,7 @@ class PostgresListener:
         delay = 0.5
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(self.db.conninfo, **self.db.connect_kwargs) as conn:
                     delay = 0.5
                     while True:
                         await self._wanted.wait()

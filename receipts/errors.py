@@ -7,7 +7,9 @@
     ├── Conflict                 the request contradicts the current state
     │   ├── IdempotencyMismatch  same Idempotency-Key, different request
     │   └── InvalidTransition    e.g. cancel a terminal receipt, post a result twice
-    └── InvalidInput             a value the store refuses (bad tool name, bad URL...)
+    ├── InvalidInput             a value the store refuses (bad tool name, bad URL...)
+    ├── Unavailable              the database cannot be reached now (retryable: a 503)
+    └── NotConfigured            a setting the operation needs is missing (TOOLRELAY_DATABASE_URL...)
 
 Every subclass uses its docstring as the default message.
 """
@@ -46,3 +48,13 @@ class InvalidInput(ReceiptsError):
     def __init__(self, message: str | None = None, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.errors = errors or []
+
+
+class Unavailable(ReceiptsError):
+    """The database is unavailable; try again shortly."""
+
+    retry_after_s = 2
+
+
+class NotConfigured(ReceiptsError):
+    """toolrelay is not configured for this."""

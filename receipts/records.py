@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from receipts.request_templates import public_definition
+from receipts.outbound.templates import public_definition
 from receipts.states import TERMINAL
 
 ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -83,7 +83,12 @@ class Receipt:
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Receipt:
-        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+        return cls(**{name: row[name] for name in RECEIPT_COLUMNS})
+
+    @classmethod
+    def from_values(cls, values: tuple[Any, ...]) -> Receipt:
+        """From a row whose first columns are :data:`RECEIPT_COLUMNS`, in that order."""
+        return cls(*values[:_RECEIPT_WIDTH])
 
     @property
     def terminal(self) -> bool:
@@ -101,6 +106,11 @@ class Receipt:
         }
 
 
+# The receipts table's columns, in the order of Receipt's fields: statements select them in this order.
+RECEIPT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Receipt))
+_RECEIPT_WIDTH = len(RECEIPT_COLUMNS)
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One transition in a receipt's timeline."""
@@ -115,8 +125,8 @@ class Event:
     detail: dict[str, Any]
 
     @classmethod
-    def from_row(cls, row: Mapping[Any, Any]) -> Event:
-        return cls(**{name: row[name] for name in cls.__slots__})  # type: ignore[attr-defined]
+    def from_values(cls, values: tuple[Any, ...]) -> Event:
+        return cls(*values)
 
     def to_api(self) -> dict[str, Any]:
         return {

@@ -21,11 +21,13 @@ def _split(value: object) -> object:
 
 
 class Settings(BaseSettings):
-    """Every knob of a toolrelay process. Defaults run the embedded single-process mode."""
+    """Every knob of a toolrelay process."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLRELAY_", extra="ignore")
 
-    database_url: str = "sqlite:///toolrelay.db"
+    # PostgreSQL, e.g. postgresql://toolrelay:secret@db:5432/toolrelay. Empty: processes that need
+    # the database refuse to start; `toolrelay dev` runs an embedded PostgreSQL instead.
+    database_url: str = ""
     broker_url: str = "memory://localhost/"
     # Prefix for every Redis key the broker uses, so installations (or test runs) can share a Redis.
     broker_key_prefix: str = ""
@@ -82,10 +84,6 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split(value)
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
 
     @property
     def retry_schedule_s(self) -> list[float]:

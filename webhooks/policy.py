@@ -15,10 +15,10 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from receipts.webhook_records import DELIVERED, FAILED, PENDING, Claimed, Settled
+from receipts.webhooks.records import DELIVERED, FAILED, PENDING, Claimed, Settled
 
 JITTER = 0.2
 MAX_RETRY_AFTER_S = 24 * 3600.0  # a receiver cannot park a message for longer than a day
@@ -28,7 +28,7 @@ MAX_RETRY_AFTER_S = 24 * 3600.0  # a receiver cannot park a message for longer t
 class Outcome:
     """What one HTTP attempt gave: a status code (and headers we care about), or an error."""
 
-    at: datetime
+    started: float  # time.monotonic() when the attempt began
     status_code: int | None = None
     latency_ms: float | None = None
     response: str | None = None
@@ -86,7 +86,7 @@ class RetryPolicy:
         """The attempt's log line and the message's next state, ready to be recorded."""
         attempts = message.attempts + 1
         health: str | None = None
-        next_at: datetime | None = None
+        retry_in_s: float | None = None
         if outcome.success:
             status, health = DELIVERED, "ok"
         elif outcome.status_code == 410:
@@ -99,12 +99,12 @@ class RetryPolicy:
             if delay is None:
                 status = FAILED
             else:
-                status, next_at = PENDING, outcome.at + timedelta(seconds=delay)
+                status, retry_in_s = PENDING, delay
         return Settled(
             message_id=message.id,
             endpoint_id=message.endpoint_id,
             lease=message.lease,
-            at=outcome.at,
+            sent_at=outcome.started,
             success=outcome.success,
             status_code=outcome.status_code,
             latency_ms=outcome.latency_ms,
@@ -112,6 +112,6 @@ class RetryPolicy:
             error=outcome.error,
             status=status,
             attempts=attempts,
-            next_attempt_at=next_at,
+            retry_in_s=retry_in_s,
             health=health,
         )

@@ -21,11 +21,10 @@ from celery import Celery
 
 from receipts.db import Database
 from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE
-from receipts.nudges import publish_deliver
-from receipts.outbound import OutboundGuard
+from receipts.outbound.guard import OutboundGuard
 from receipts.secretbox import SecretBox
 from receipts.settings import Settings
-from receipts.webhook_queue import DeliveryQueue
+from receipts.webhooks.nudges import publish_deliver
 from webhooks.dispatcher import Dispatcher, lease_for
 from webhooks.policy import RetryPolicy
 from webhooks.signing import Signer
@@ -46,13 +45,14 @@ def build_dispatcher(settings: Settings, db: Database) -> Dispatcher:
         return box.decrypt(token)
 
     return Dispatcher(
-        DeliveryQueue(db, disable_after_s=settings.webhook_disable_after_s),
+        db,
         Signer(decrypt),
         RetryPolicy(settings.retry_schedule_s),
         OutboundGuard(settings.outbound_allow_cidrs),
         timeout_s=settings.webhook_timeout_s,
         batch=settings.webhook_batch,
         concurrency=settings.webhook_concurrency,
+        disable_after_s=settings.webhook_disable_after_s,
     )
 
 

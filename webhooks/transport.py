@@ -21,7 +21,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from receipts.outbound import OutboundGuard
+from receipts.outbound.guard import OutboundGuard
 from webhooks.errors import AddressRefused
 from webhooks.policy import Outcome, parse_retry_after
 
@@ -113,10 +113,10 @@ class Transport:
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         """POST ``body`` to ``url``; every failure becomes an Outcome, none is raised."""
         assert self._session is not None, "use Transport inside 'async with'"
-        at = datetime.now(UTC)
+        at = time.monotonic()
         refusal = self._precheck(url)
         if refusal is not None:
-            return Outcome(at=at, error=refusal, sent=False)
+            return Outcome(started=at, error=refusal, sent=False)
         started = time.perf_counter()
         try:
             async with self._session.post(url, data=body, headers=headers, allow_redirects=False) as response:
@@ -125,16 +125,16 @@ class Transport:
                 retry_after = parse_retry_after(response.headers.get("Retry-After"), datetime.now(UTC))
                 location = response.headers.get("Location")
         except TimeoutError:
-            return Outcome(at=at, latency_ms=_ms(started), error=f"timed out after {self.timeout_s:g} s")
+            return Outcome(started=at, latency_ms=_ms(started), error=f"timed out after {self.timeout_s:g} s")
         except (aiohttp.ClientError, OSError) as exc:
             refused = _refused_by(exc)
             if refused is not None:
-                return Outcome(at=at, error=f"not sent: {refused.message}", sent=False)
-            return Outcome(at=at, latency_ms=_ms(started), error=_describe(exc))
+                return Outcome(started=at, error=f"not sent: {refused.message}", sent=False)
+            return Outcome(started=at, latency_ms=_ms(started), error=_describe(exc))
         error = None
         if 300 <= status < 400:
             error = f"redirect{f' to {location}' if location else ''} not followed: a 3xx answer is a failure"
-        return Outcome(at=at, status_code=status, latency_ms=_ms(started), response=text, error=error,
+        return Outcome(started=at, status_code=status, latency_ms=_ms(started), response=text, error=error,
                        retry_after_s=retry_after)
 
 

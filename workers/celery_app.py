@@ -10,16 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from celery import Celery, signals
 
-from receipts.catalogue import Catalogue
+from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, SWEEP_TASK, transport_options
 from receipts.settings import Settings
-from receipts.store import ReceiptStore
-from receipts.sweeps import Sweeper
 from workers.backoff import Backoff
 from workers.execution import Executor, KindRunner, PythonKind
 from workers.redis_transport import broker_transport
@@ -56,21 +54,17 @@ class WorkerServices:
     """What the tasks of one worker process use, built lazily so nothing crosses a fork."""
 
     def __init__(self, settings: Settings, app: Celery, registry: Registry, kinds: KindsFactory | None,
-                 store: ReceiptStore | None = None) -> None:
+                 db: Database | None = None) -> None:
         self.settings = settings
         self.app = app
         self.registry = registry
         self._kinds = kinds
-        if store is not None:  # shared with an in-process gateway (embedded mode)
-            self.__dict__["store"] = store
+        if db is not None:  # shared with an in-process gateway (embedded mode)
+            self.__dict__["db"] = db
 
     @cached_property
-    def store(self) -> ReceiptStore:
-        return ReceiptStore(Database.from_settings(self.settings, pool_size=4))
-
-    @property
     def db(self) -> Database:
-        return self.store.db
+        return Database.from_settings(self.settings, pool_size=4, name="toolrelay-worker")
 
     @cached_property
     def executor(self) -> Executor:
@@ -78,37 +72,39 @@ class WorkerServices:
         if self._kinds is not None:
             kinds.update(self._kinds(self))
         s = self.settings
-        return Executor(self.store, kinds, self.app, backoff=Backoff(s.retry_initial_s, s.retry_factor, s.retry_max_s),
+        return Executor(self.db, kinds, self.app, backoff=Backoff(s.retry_initial_s, s.retry_factor, s.retry_max_s),
                         lease_grace_s=s.lease_grace_s)
-
-    @cached_property
-    def sweeper(self) -> Sweeper:
-        return Sweeper(self.store, republish_after_s=self.settings.republish_after_s, batch=self.settings.sweep_batch)
 
     def publish_catalogue(self) -> None:
         """Tell the catalogue which tools this worker runs (with the queue that serves each)."""
-        Catalogue(self.db).publish(self.registry.specs())
+        self.db.run(catalogue.publish(self.registry.specs()))
         log.info("published %d Python tools to the catalogue: %s", len(self.registry.specs()),
                  ", ".join(sorted(spec.name for spec in self.registry.specs())))
         for name, kind in self.executor.kinds.items():  # kinds with tools of their own (system, integration)
             publish = getattr(kind, "publish", None)
             if callable(publish):
-                publish(self.db)
+                publish()
                 log.info("published the %s tools to the catalogue", name)
 
     def after_fork(self) -> None:
         """Drop connections inherited from the parent process; the child opens its own."""
-        if "store" in self.__dict__:
+        if "db" in self.__dict__:
             self.db.after_fork()
 
 
+class WorkerApp(NamedTuple):
+    """A worker's Celery app and the services its tasks use."""
+
+    app: Celery
+    services: WorkerServices
+
+
 def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: KindsFactory | None = None,
-                store: ReceiptStore | None = None) -> Celery:
-    """A Celery app that executes receipts and runs the sweeper."""
+                db: Database | None = None) -> WorkerApp:
+    """A Celery app that executes receipts and runs the sweeper, with its services."""
     app = Celery("toolrelay", set_as_current=False)
     app.conf.update(celery_config(settings), broker_transport=broker_transport(settings.broker_url))
-    services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, store)
-    app.toolrelay = services  # type: ignore[attr-defined]
+    services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, db)
 
     @app.task(name=EXECUTE_TASK, ignore_result=True)
     def execute(receipt_id: str, lease_s: float | None = None) -> None:
@@ -116,7 +112,7 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
 
     @app.task(name=SWEEP_TASK, ignore_result=True)
     def sweep() -> None:
-        sweep_once(services.sweeper, app, grace_s=settings.lease_grace_s)
+        sweep_once(services.db, app, settings)
 
     def on_worker_init(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
@@ -127,4 +123,4 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
 
     signals.worker_init.connect(on_worker_init, weak=False)
     signals.worker_process_init.connect(on_process_init, weak=False)
-    return app
+    return WorkerApp(app, services)

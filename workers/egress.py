@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
-from receipts.outbound import OutboundGuard
+from receipts.outbound.guard import OutboundGuard
 from workers.errors import Forbidden, ToolFailure, ToolTimeout, UpstreamError
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})

@@ -15,16 +15,18 @@ import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from receipts import states
-from receipts.db import utcnow
+from receipts.db import Database
 from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute
 from receipts.records import Receipt
-from receipts.store import Outcome, ReceiptStore, error
+from receipts.store import calls
+from receipts.store.calls import Lease, Result, error
 from workers.backoff import Backoff
 from workers.context import ToolContext
 from workers.errors import PartialSuccess, ToolError, ToolFailure
@@ -85,9 +87,9 @@ def failure_error(exc: BaseException) -> dict[str, Any]:
 class Executor:
     """Runs receipts. One per worker process; every dependency is passed in."""
 
-    def __init__(self, store: ReceiptStore, kinds: Mapping[str, KindRunner], sender: TaskSender, *,
+    def __init__(self, db: Database, kinds: Mapping[str, KindRunner], sender: TaskSender, *,
                  backoff: Backoff, lease_grace_s: float, runner: Runner | None = None) -> None:
-        self.store = store
+        self.db = db
         self.kinds = kinds
         self.sender = sender
         self.backoff = backoff
@@ -96,20 +98,24 @@ class Executor:
         self.actor = f"worker:{socket.gethostname()}:{os.getpid()}"
 
     def execute(self, receipt_id: str, lease_s: float | None = None) -> Receipt | None:
-        """Run one attempt of ``receipt_id``; returns the receipt as recorded, None if not claimed."""
+        """Run one attempt of ``receipt_id``; returns the receipt as recorded, None if not claimed.
+
+        The attempt's time limit is the tool's timeout or the time the call has left, whichever is
+        shorter; the time left comes with the claim (the database's clock), and this process measures
+        what it spends with its monotonic clock, so a host whose clock is wrong times attempts right.
+        """
         if lease_s is None:
-            current = self.store.load(receipt_id)
+            current = self.db.run(calls.load(receipt_id))
             if current is None:
                 log.warning("execute: no receipt %s; message dropped", receipt_id)
                 return None
             lease_s = current.timeout_s + self.lease_grace_s
-        receipt = self.store.claim(receipt_id, lease_s=lease_s, actor=self.actor)
-        if receipt is None:
+        lease = self.db.run(calls.claim(receipt_id, lease_s=lease_s, actor=self.actor))
+        if lease is None:
             log.debug("execute: %s not claimable (duplicate or early message); dropped", receipt_id)
             return None
-        started = utcnow()
-        remaining = (receipt.deadline_at - started).total_seconds()
-        timeout = min(receipt.timeout_s, remaining)
+        receipt, started = lease.receipt, time.monotonic()
+        timeout = min(receipt.timeout_s, lease.time_left_s)
         context = ToolContext(receipt_id=receipt.id, tenant_id=receipt.tenant_id, trace_id=receipt.trace_id,
                               attempt=receipt.attempt, deadline_at=receipt.deadline_at, timeout_s=timeout)
         try:
@@ -117,25 +123,26 @@ class Executor:
             if kind is None:
                 raise ToolFailure(f"this worker cannot run tools of kind {receipt.kind!r}")
             result = self.runner.run(kind.prepare(receipt, context), timeout)
-            outcome = Outcome(states.SUCCESS, output=json_output(result))
+            outcome = Result(states.SUCCESS, output=json_output(result))
         except PartialSuccess as exc:
-            outcome = Outcome(states.PARTIALLY_SUCCEEDED, output=json_output(exc.output), error=failure_error(exc))
+            outcome = Result(states.PARTIALLY_SUCCEEDED, output=json_output(exc.output), error=failure_error(exc))
         except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
-            return self._failed(receipt, exc)
-        recorded = self.store.finish(receipt.id, receipt.attempt, outcome, actor=self.actor)
+            return self._failed(lease, started, exc)
+        recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, outcome, actor=self.actor))
         self._log_fenced(receipt, recorded)
         log.info("receipt %s %s %s (attempt %d, %.0f ms)", receipt.id, receipt.tool, outcome.status, receipt.attempt,
-                 (utcnow() - started).total_seconds() * 1000)
+                 (time.monotonic() - started) * 1000)
         return recorded
 
-    def _failed(self, receipt: Receipt, exc: BaseException) -> Receipt | None:
+    def _failed(self, lease: Lease, started: float, exc: BaseException) -> Receipt | None:
+        receipt = lease.receipt
         err = failure_error(exc)
         delay = self.backoff.delay(receipt.attempt, err["retry_after_ms"])
-        time_left = (receipt.deadline_at - utcnow()).total_seconds()
+        time_left = lease.time_left_s - (time.monotonic() - started)
         if err["retryable"] and receipt.retry_safe and receipt.attempt < receipt.max_attempts and delay < time_left:
             publish_now = delay <= MAX_COUNTDOWN_S
-            recorded = self.store.retry_later(receipt.id, receipt.attempt, err, delay_s=delay,
-                                              published=publish_now, actor=self.actor)
+            recorded = self.db.run(calls.retry_later(receipt.id, receipt.attempt, err, delay_s=delay,
+                                                     published=publish_now, actor=self.actor))
             if recorded is not None and publish_now:
                 publish_execute(self.sender, recorded, grace_s=self.lease_grace_s, countdown=delay)
             log.info("receipt %s %s attempt %d failed (%s: %s); retry in %.1f s", receipt.id, receipt.tool,
@@ -143,8 +150,8 @@ class Executor:
         else:
             if err["retryable"] and not receipt.retry_safe:
                 err = {**err, "details": {**err["details"], "not_retried": "the tool is a non-idempotent write"}}
-            recorded = self.store.finish(receipt.id, receipt.attempt, Outcome(states.FAILED, error=err),
-                                         actor=self.actor)
+            recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, Result(states.FAILED, error=err),
+                                                actor=self.actor))
             log.info("receipt %s %s failed on attempt %d: %s: %s", receipt.id, receipt.tool, receipt.attempt,
                      err["code"], err["message"])
         self._log_fenced(receipt, recorded)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
-from receipts.catalogue import check_name
+from receipts.catalogue.tools import check_name
 from receipts.records import ToolSpec
 from workers.schema import ArgumentModel, build_arguments
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 
+from receipts.db import Database
 from receipts.messages import TaskSender, publish_execute
-from receipts.sweeps import Sweeper, SweepReport
+from receipts.settings import Settings
+from receipts.store.sweeps import SweepReport, sweep
 
 log = logging.getLogger(__name__)
 
 
-def sweep_once(sweeper: Sweeper, sender: TaskSender, *, grace_s: float, after_restart: bool = False) -> SweepReport:
+def sweep_once(db: Database, sender: TaskSender, settings: Settings, *, after_restart: bool = False) -> SweepReport:
     """One sweep: expire, reclaim, and publish pending receipts whose message went missing."""
-    report = sweeper.sweep(after_restart=after_restart)
+    report = db.run(sweep(republish_after_s=settings.republish_after_s, batch=settings.sweep_batch,
+                          after_restart=after_restart))
     for receipt in report.republished:
-        publish_execute(sender, receipt, grace_s=grace_s)
+        publish_execute(sender, receipt, grace_s=settings.lease_grace_s)
     if report.total:
         log.info("sweep: republished %d, reclaimed %d, lost %d (outcome unknown or out of attempts), expired %d",
                  len(report.republished), report.reclaimed, report.lost, report.expired)

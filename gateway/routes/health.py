@@ -31,7 +31,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     """The database answers and the broker accepts a connection; 503 otherwise."""
     checks: dict[str, str] = {}
     try:
-        await run_in_threadpool(services.db.ping)
+        await services.db.aping()
         checks["database"] = "ok"
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         checks["database"] = f"error: {type(exc).__name__}"

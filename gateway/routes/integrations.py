@@ -2,45 +2,33 @@
 
 ``GET /v1/integrations`` lists the providers workers published, with their methods and schemas;
 ``PUT /v1/integrations/{provider}/setup`` stores a setup (validated against the provider's setup
-schema); ``GET`` shows which fields are set, never their values; ``DELETE`` forgets it.
+schema); ``GET`` shows which fields are set, never their values; ``DELETE`` forgets it. Without
+``TOOLRELAY_SECRET_KEY`` a setup can be neither stored nor read (503); one encrypted with another
+key is a 409 (gateway/problems.py maps both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from jsonschema import Draft202012Validator
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
-from receipts.integration_setups import IntegrationSetups, SetupSummary
-from receipts.providers import Providers
-from receipts.records import Tenant, iso
-from receipts.secretbox import SecretBox, SecretKeyMissing, SecretUnreadable
+from receipts.catalogue import providers
+from receipts.catalogue import setups as setup_ops
+from receipts.catalogue.setups import IntegrationSetups
+from receipts.records import iso
 
 router = APIRouter(prefix="/v1", tags=["integrations"])
-T = TypeVar("T")
 
 
 def setups(services: Services) -> IntegrationSetups:
-    return IntegrationSetups(services.db, lambda: SecretBox(services.settings.secret_key))
-
-
-def _guarded(fn: Callable[[], T]) -> T:
-    """Run a setup operation, turning secret-key problems into clear answers."""
-    try:
-        return fn()
-    except SecretKeyMissing:
-        raise Problem(503, "TOOLRELAY_SECRET_KEY is not set: integration setups cannot be stored or read") from None
-    except SecretUnreadable:
-        raise Problem(409, "the stored setup cannot be decrypted (TOOLRELAY_SECRET_KEY changed?); store it again "
-                           "with PUT") from None
+    return IntegrationSetups(services.box)
 
 
 def setup_schema_for_put(setup: dict[str, Any]) -> dict[str, Any]:
@@ -57,53 +45,45 @@ def setup_schema_for_put(setup: dict[str, Any]) -> dict[str, Any]:
 async def list_integrations(services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Every provider workers can run: methods with their argument and output schemas, the setup schema
     (``writeOnly`` fields are secrets), and whether this tenant stored a setup."""
-
-    def load() -> list[dict[str, Any]]:
-        configured = setups(services).configured(tenant.id)
-        providers: dict[str, dict[str, Any]] = {}
-        for method in Providers(services.db).all():
-            entry = providers.setdefault(method.provider, {
-                "provider": method.provider,
-                "description": method.provider_description,
-                "setup": method.setup,
-                "secret_fields": method.secret_fields,
-                "configured": method.provider in configured,
-                "setup_updated_at": iso(configured.get(method.provider)),
-                "methods": [],
-            })
-            entry["methods"].append(method.to_api())
-        return list(providers.values())
-
-    return JSONResponse({"data": await run_in_threadpool(load), "next_cursor": None})
-
-
-def _put(services: Services, tenant: Tenant, provider: str, config: dict[str, Any]) -> SetupSummary:
-    methods = Providers(services.db).methods(provider)  # NotFound -> 404
-    validator = Draft202012Validator(setup_schema_for_put(methods[0].setup))
-    errors = [{"field": ".".join(["setup", *map(str, err.absolute_path)]), "message": err.message}
-              for err in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))]
-    if errors:
-        raise Problem(422, f"the setup does not match the setup schema of {provider!r}", errors=errors)
-    return _guarded(lambda: setups(services).put(tenant.id, provider, config))
+    configured = await services.db.arun(setup_ops.configured(tenant.id))
+    found: dict[str, dict[str, Any]] = {}
+    for method in await services.db.arun(providers.all_methods()):
+        entry = found.setdefault(method.provider, {
+            "provider": method.provider,
+            "description": method.provider_description,
+            "setup": method.setup,
+            "secret_fields": method.secret_fields,
+            "configured": method.provider in configured,
+            "setup_updated_at": iso(configured.get(method.provider)),
+            "methods": [],
+        })
+        entry["methods"].append(method.to_api())
+    return JSONResponse({"data": list(found.values()), "next_cursor": None})
 
 
 @router.put("/integrations/{provider}/setup", responses=PROBLEMS)
 async def put_setup(provider: str, services: ServicesDep, tenant: TenantDep,
                     config: Annotated[dict[str, Any], Body()]) -> JSONResponse:
     """Store (replace) this tenant's setup of ``provider``. The answer names the fields set, not their values."""
-    summary = await run_in_threadpool(_put, services, tenant, provider, config)
+    methods = await services.db.arun(providers.methods(provider))  # NotFound -> 404
+    validator = Draft202012Validator(setup_schema_for_put(methods[0].setup))
+    errors = [{"field": ".".join(["setup", *map(str, err.absolute_path)]), "message": err.message}
+              for err in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))]
+    if errors:
+        raise Problem(422, f"the setup does not match the setup schema of {provider!r}", errors=errors)
+    summary = await services.db.arun(setups(services).put(tenant.id, provider, config))
     return JSONResponse(summary.to_api())
 
 
 @router.get("/integrations/{provider}/setup", responses=PROBLEMS)
 async def get_setup(provider: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Which fields of this tenant's setup are set (404 when none is stored). Values are never returned."""
-    summary = await run_in_threadpool(_guarded, lambda: setups(services).summary(tenant.id, provider))
+    summary = await services.db.arun(setups(services).summary(tenant.id, provider))
     return JSONResponse(summary.to_api())
 
 
 @router.delete("/integrations/{provider}/setup", status_code=204, responses=PROBLEMS)
 async def delete_setup(provider: str, services: ServicesDep, tenant: TenantDep) -> Response:
     """Forget this tenant's setup of ``provider``; its integration tools then fail with invalid_arguments."""
-    await run_in_threadpool(setups(services).delete, tenant.id, provider)
+    await services.db.arun(setup_ops.delete(tenant.id, provider))
     return Response(status_code=204)

@@ -8,7 +8,6 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from gateway.calls import accept
@@ -18,26 +17,29 @@ from gateway.schemas import PROBLEMS, EventList, ReceiptBody, ReceiptList, Resul
 from gateway.services import Services
 from receipts import states
 from receipts.records import Receipt, Tenant
-from receipts.store import Outcome, decode_cursor, error
+from receipts.store import calls
+from receipts.store.calls import Result
 
 router = APIRouter(prefix="/v1", tags=["receipts"])
 
 RECHECK_S = 2.0  # re-read while waiting, in case a notification was missed
 
 
-async def wait_for_terminal(services: Services, tenant: Tenant, receipt: Receipt, wait_s: float) -> Receipt:
-    """Wait up to ``wait_s`` for ``receipt`` to reach a terminal state; the receipt as last read."""
+async def wait_for_terminal(services: Services, tenant: Tenant, receipt_id: str, wait_s: float) -> Receipt:
+    """The receipt once terminal, or as it stands after ``wait_s`` (capped at the long-poll maximum).
+
+    Each read comes after the waiter is registered (and LISTEN is in effect), so a transition in
+    between is never missed: a settled receipt costs one read before the wait and one after.
+    """
     deadline = time.monotonic() + min(wait_s, services.settings.long_poll_max_s)
-    while not receipt.terminal:
-        left = deadline - time.monotonic()
-        async with services.waiters.watch(receipt.id) as woken:
-            # Read after registering, so a transition in between is never missed.
-            receipt = await run_in_threadpool(services.store.get, tenant.id, receipt.id)
+    while True:
+        async with services.waiters.watch(receipt_id) as woken:
+            receipt = await services.db.arun(calls.get(tenant.id, receipt_id))
+            left = deadline - time.monotonic()
             if receipt.terminal or left <= 0:
-                break
+                return receipt
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken, min(left, RECHECK_S))
-    return receipt
 
 
 def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False) -> JSONResponse:
@@ -60,7 +62,7 @@ async def create_tool_call(body: ToolCallRequest, services: ServicesDep, tenant:
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
     if body.wait_s and receipt.status != states.WAITING:  # a client-run call waits for its client
-        receipt = await wait_for_terminal(services, tenant, receipt, body.wait_s)
+        receipt = await wait_for_terminal(services, tenant, receipt.id, body.wait_s)
     return receipt_response(receipt, 200 if receipt.terminal else 202)
 
 
@@ -68,9 +70,10 @@ async def create_tool_call(body: ToolCallRequest, services: ServicesDep, tenant:
 async def get_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep,
                       wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A receipt; with ``wait_s``, long-poll up to that many seconds for a terminal state."""
-    receipt = await run_in_threadpool(services.store.get, tenant.id, receipt_id)
     if wait_s:
-        receipt = await wait_for_terminal(services, tenant, receipt, wait_s)
+        receipt = await wait_for_terminal(services, tenant, receipt_id, wait_s)
+    else:
+        receipt = await services.db.arun(calls.get(tenant.id, receipt_id))
     return JSONResponse(receipt.to_api())
 
 
@@ -81,27 +84,22 @@ async def list_receipts(services: ServicesDep, tenant: TenantDep, trace_id: str 
     """Receipts newest first, filtered by trace, status, tool or parent; page with ``cursor``."""
     if status is not None and status not in states.STATUSES:
         raise Problem.invalid("status", f"one of {', '.join(states.STATUSES)}")
-    if cursor is not None:
-        try:
-            decode_cursor(cursor)
-        except ValueError:
-            raise Problem.invalid("cursor", "not a cursor from next_cursor") from None
-    page = await run_in_threadpool(lambda: services.store.list(
-        tenant.id, trace_id=trace_id, status=status, tool=tool, parent_id=parent_id, limit=limit, cursor=cursor))
+    page = await services.db.arun(calls.list_receipts(tenant.id, trace_id=trace_id, status=status, tool=tool,
+                                                      parent_id=parent_id, limit=limit, cursor=cursor))
     return JSONResponse({"data": [r.to_api() for r in page.items], "next_cursor": page.next_cursor})
 
 
 @router.get("/receipts/{receipt_id}/events", response_model=EventList, responses=PROBLEMS)
 async def receipt_events(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """The receipt's timeline: every transition, with who made it, when and on which attempt."""
-    events = await run_in_threadpool(services.store.events, tenant.id, receipt_id)
+    events = await services.db.arun(calls.events(tenant.id, receipt_id))
     return JSONResponse({"data": [e.to_api() for e in events], "next_cursor": None})
 
 
 @router.post("/receipts/{receipt_id}/cancel", response_model=ReceiptBody, responses=PROBLEMS)
 async def cancel_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Cancel a call that has not finished. A running attempt's result is then discarded (409 if terminal)."""
-    receipt = await run_in_threadpool(services.store.cancel, tenant.id, receipt_id)
+    receipt = await services.db.arun(calls.cancel(tenant.id, receipt_id))
     return JSONResponse(receipt.to_api())
 
 
@@ -116,9 +114,9 @@ async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDe
         if not isinstance(message, str) or not message:
             raise Problem.invalid("error.message", "a non-empty string is required")
         details = (body.error or {}).get("details")
-        outcome = Outcome(states.FAILED, error=error("tool_error", message,
-                                                     details=details if isinstance(details, dict) else {}))
+        result = Result(states.FAILED, error=calls.error("tool_error", message,
+                                                         details=details if isinstance(details, dict) else {}))
     else:
-        outcome = Outcome(states.SUCCESS, output=body.output)
-    receipt = await run_in_threadpool(services.store.complete_waiting, tenant.id, receipt_id, outcome, actor="client")
+        result = Result(states.SUCCESS, output=body.output)
+    receipt = await services.db.arun(calls.complete_waiting(tenant.id, receipt_id, result, actor="client"))
     return JSONResponse(receipt.to_api())

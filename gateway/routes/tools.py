@@ -13,10 +13,11 @@ from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
-from gateway.tool_definitions import ToolDefinitions, parse_definition
-from receipts.catalogue import GLOBAL
+from gateway.tool_definitions import IntegrationTool, ToolDefinitions, parse_definition
+from receipts.catalogue import providers
+from receipts.catalogue import tools as catalogue
+from receipts.catalogue.tools import GLOBAL
 from receipts.errors import NotFound
-from receipts.providers import Providers
 from receipts.records import Tenant, ToolSpec
 
 router = APIRouter(prefix="/v1", tags=["tools"])
@@ -35,7 +36,7 @@ def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
 async def list_tools(services: ServicesDep, tenant: TenantDep,
                      format: Literal["native", "openai", "anthropic"] = "native") -> JSONResponse:
     """Every tool this tenant can call. ``format=openai|anthropic`` returns that vendor's ``tools`` array."""
-    specs = await run_in_threadpool(services.catalogue.list, tenant.id)
+    specs = await services.db.arun(catalogue.list_tools(tenant.id))
     if format == "openai":
         return JSONResponse([openai_tool(spec) for spec in specs])
     if format == "anthropic":
@@ -46,28 +47,36 @@ async def list_tools(services: ServicesDep, tenant: TenantDep,
 @router.get("/tools/{name}", responses=PROBLEMS)
 async def get_tool(name: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """One tool: kind, description, JSON Schema of its arguments, effect, idempotency, timeout."""
-    spec = await run_in_threadpool(services.catalogue.find, tenant.id, name)
+    spec = await services.db.arun(catalogue.find(tenant.id, name))
     return JSONResponse(spec.to_api())
 
 
-def _define(services: Services, tenant: Tenant, data: dict[str, Any], *, replace: bool,
-            name: str | None = None) -> ToolSpec:
+async def _define(services: Services, tenant: Tenant, data: dict[str, Any], *, replace: bool,
+                  name: str | None = None) -> ToolSpec:
     """Validate and store a tenant's tool; built-in (global) names cannot be taken."""
     body = parse_definition(data)
     if name is not None and body.name != name:
         raise Problem.invalid("name", "must match the name in the URL")
-    spec = ToolDefinitions(services.settings, Providers(services.db)).build(tenant.id, body)
+    method = None
+    if isinstance(body, IntegrationTool):
+        try:
+            method = await services.db.arun(providers.find(body.provider, body.method))
+        except NotFound as exc:
+            field = "method" if "has no method" in exc.message else "provider"
+            raise Problem.invalid(field, exc.message) from None
+    # Building resolves hosts (the SSRF guard's early check): off the event loop.
+    spec = await run_in_threadpool(ToolDefinitions(services.settings).build, tenant.id, body, method)
     try:
-        existing = services.catalogue.find(tenant.id, spec.name)
+        existing = await services.db.arun(catalogue.find(tenant.id, spec.name))
     except NotFound:
         existing = None
     if existing is not None and existing.tenant_id == GLOBAL:
         raise Problem(409, f"{spec.name!r} is a built-in tool; choose another name",
                       errors=[{"field": "name", "message": "taken by a built-in tool"}])
     if replace:
-        services.catalogue.publish([spec])
+        await services.db.arun(catalogue.publish([spec]))
     else:
-        services.catalogue.add(spec)  # Conflict (409) when the tenant already has one
+        await services.db.arun(catalogue.add(spec))  # Conflict (409) when the tenant already has one
     services.tools.forget(tenant.id, spec.name)
     return spec
 
@@ -84,7 +93,7 @@ async def create_tool(services: ServicesDep, tenant: TenantDep,
       ``********`` (503 when ``TOOLRELAY_SECRET_KEY`` is not set);
     * ``integration``: ``{name, provider, method, arguments?, description?, effect?, idempotent?}``.
     """
-    spec = await run_in_threadpool(_define, services, tenant, body, replace=False)
+    spec = await _define(services, tenant, body, replace=False)
     return JSONResponse(spec.to_api(), status_code=201, headers={"Location": f"/v1/tools/{spec.name}"})
 
 
@@ -92,13 +101,13 @@ async def create_tool(services: ServicesDep, tenant: TenantDep,
 async def replace_tool(name: str, services: ServicesDep, tenant: TenantDep,
                        body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
     """Define or replace this tenant's tool ``name`` (same body as POST). Accepted calls keep their contract."""
-    spec = await run_in_threadpool(_define, services, tenant, body, replace=True, name=name)
+    spec = await _define(services, tenant, body, replace=True, name=name)
     return JSONResponse(spec.to_api())
 
 
 @router.delete("/tools/{name}", status_code=204, responses=PROBLEMS)
 async def delete_tool(name: str, services: ServicesDep, tenant: TenantDep) -> Response:
     """Remove a tool this tenant defined (built-in tools and other tenants' tools are a 404)."""
-    await run_in_threadpool(services.catalogue.remove, tenant.id, name)
+    await services.db.arun(catalogue.remove(tenant.id, name))
     services.tools.forget(tenant.id, name)
     return Response(status_code=204)

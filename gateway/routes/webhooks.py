@@ -7,9 +7,8 @@ itself: after a retry or recovery it nudges the dispatcher by task name.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
@@ -34,34 +33,15 @@ from gateway.webhook_schemas import (
     SecretRotated,
 )
 from gateway.webhook_urls import check_url
-from receipts.nudges import publish_deliver
 from receipts.records import iso
-from receipts.secretbox import SecretKeyMissing
-from receipts.store import decode_cursor
+from receipts.webhooks import endpoints
+from receipts.webhooks.nudges import publish_deliver
 
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/v1", tags=["webhooks"])
 
-T = TypeVar("T")
 Limit = Annotated[int, Query(ge=1, le=200)]
-
-
-async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a blocking store call off the event loop; a missing TOOLRELAY_SECRET_KEY is a 503."""
-    try:
-        return await run_in_threadpool(fn, *args, **kwargs)
-    except SecretKeyMissing:
-        raise Problem(503, "webhook secrets cannot be stored: the operator has not set TOOLRELAY_SECRET_KEY") \
-            from None
-
-
-def check_cursor(cursor: str | None) -> None:
-    if cursor is not None:
-        try:
-            decode_cursor(cursor)
-        except ValueError:
-            raise Problem.invalid("cursor", "not a cursor from next_cursor") from None
 
 
 def nudge(services: Services) -> None:
@@ -80,9 +60,9 @@ def utc(value: datetime) -> datetime:
 @router.post("/webhook-endpoints", status_code=201, response_model=EndpointCreated, responses=PROBLEMS)
 async def create_endpoint(body: EndpointCreate, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Register an endpoint. The answer carries its signing ``secret``: store it, it is not shown again."""
-    await call(check_url, services, body.url)
-    endpoint, secret = await call(services.webhooks.create_endpoint, tenant.id, body.url,
-                                  event_types=body.event_types, description=body.description, enabled=body.enabled)
+    await run_in_threadpool(check_url, services, body.url)
+    endpoint, secret = await services.db.arun(services.endpoints.create_endpoint(
+        tenant.id, body.url, event_types=body.event_types, description=body.description, enabled=body.enabled))
     return JSONResponse({**endpoint.to_api(), "secret": secret}, status_code=201,
                         headers={"Location": f"/v1/webhook-endpoints/{endpoint.id}"})
 
@@ -91,15 +71,14 @@ async def create_endpoint(body: EndpointCreate, services: ServicesDep, tenant: T
 async def list_endpoints(services: ServicesDep, tenant: TenantDep, limit: Limit = 50,
                          cursor: str | None = None) -> JSONResponse:
     """The tenant's endpoints, newest first (without secrets)."""
-    check_cursor(cursor)
-    page = await call(services.webhooks.list_endpoints, tenant.id, limit=limit, cursor=cursor)
+    page = await services.db.arun(endpoints.list_endpoints(tenant.id, limit=limit, cursor=cursor))
     return JSONResponse({"data": [e.to_api() for e in page.items], "next_cursor": page.next_cursor})
 
 
 @router.get("/webhook-endpoints/{endpoint_id}", response_model=EndpointBody, responses=PROBLEMS)
 async def get_endpoint(endpoint_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """One endpoint, with why it is disabled (if it is) and since when it has been failing."""
-    endpoint = await call(services.webhooks.get_endpoint, tenant.id, endpoint_id)
+    endpoint = await services.db.arun(endpoints.get_endpoint(tenant.id, endpoint_id))
     return JSONResponse(endpoint.to_api())
 
 
@@ -112,23 +91,23 @@ async def update_endpoint(endpoint_id: str, body: EndpointUpdate, services: Serv
         if name in changes and changes[name] is None:
             raise Problem.invalid(name, "may not be null")
     if "url" in changes:
-        await call(check_url, services, changes["url"])
-    endpoint = await call(services.webhooks.update_endpoint, tenant.id, endpoint_id, **changes)
+        await run_in_threadpool(check_url, services, changes["url"])
+    endpoint = await services.db.arun(endpoints.update_endpoint(tenant.id, endpoint_id, **changes))
     return JSONResponse(endpoint.to_api())
 
 
 @router.delete("/webhook-endpoints/{endpoint_id}", status_code=204, responses=PROBLEMS)
 async def delete_endpoint(endpoint_id: str, services: ServicesDep, tenant: TenantDep) -> Response:
     """Remove the endpoint, its pending messages and its deliveries log."""
-    await call(services.webhooks.delete_endpoint, tenant.id, endpoint_id)
+    await services.db.arun(endpoints.delete_endpoint(tenant.id, endpoint_id))
     return Response(status_code=204)
 
 
 @router.post("/webhook-endpoints/{endpoint_id}/rotate-secret", response_model=SecretRotated, responses=PROBLEMS)
 async def rotate_endpoint_secret(endpoint_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """A new signing secret. The previous one stays valid for the grace period (both signatures are sent)."""
-    _, secret, expiry = await call(services.webhooks.rotate_endpoint_secret, tenant.id, endpoint_id,
-                                   grace_s=services.settings.webhook_secret_grace_s)
+    _, secret, expiry = await services.db.arun(services.endpoints.rotate_endpoint_secret(
+        tenant.id, endpoint_id, grace_s=services.settings.webhook_secret_grace_s))
     return JSONResponse({"endpoint_id": endpoint_id, "secret": secret, "previous_secret_expires_at": iso(expiry)})
 
 
@@ -136,8 +115,8 @@ async def rotate_endpoint_secret(endpoint_id: str, services: ServicesDep, tenant
 async def endpoint_deliveries(endpoint_id: str, services: ServicesDep, tenant: TenantDep,
                               status: str | None = None, limit: Limit = 50, cursor: str | None = None) -> JSONResponse:
     """The endpoint's messages, newest first, each with every attempt (time, status code, latency, response)."""
-    page = await call(services.webhooks.deliveries, tenant.id, endpoint_id=endpoint_id, status=status,
-                      limit=limit, cursor=cursor)
+    page = await services.db.arun(endpoints.deliveries(tenant.id, endpoint_id=endpoint_id, status=status,
+                                                       limit=limit, cursor=cursor))
     return JSONResponse({"data": [d.to_api() for d in page.items], "next_cursor": page.next_cursor})
 
 
@@ -145,8 +124,8 @@ async def endpoint_deliveries(endpoint_id: str, services: ServicesDep, tenant: T
              responses=PROBLEMS)
 async def recover(endpoint_id: str, body: RecoverRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Send again every failed message of the endpoint created since ``since`` (and before ``until``)."""
-    count = await call(services.webhooks.recover, tenant.id, endpoint_id, since=utc(body.since),
-                       until=utc(body.until) if body.until else None)
+    count = await services.db.arun(endpoints.recover(tenant.id, endpoint_id, since=utc(body.since),
+                                                     until=utc(body.until) if body.until else None))
     if count:
         nudge(services)
     return JSONResponse({"recovered": count}, status_code=202)
@@ -159,22 +138,22 @@ async def list_deliveries(services: ServicesDep, tenant: TenantDep, receipt_id: 
                           endpoint_id: str | None = None, status: str | None = None, limit: Limit = 50,
                           cursor: str | None = None) -> JSONResponse:
     """Messages of every endpoint and of calls' own webhook_url, filtered by receipt, endpoint or status."""
-    page = await call(services.webhooks.deliveries, tenant.id, endpoint_id=endpoint_id, receipt_id=receipt_id,
-                      status=status, limit=limit, cursor=cursor)
+    page = await services.db.arun(endpoints.deliveries(tenant.id, endpoint_id=endpoint_id, receipt_id=receipt_id,
+                                                       status=status, limit=limit, cursor=cursor))
     return JSONResponse({"data": [d.to_api() for d in page.items], "next_cursor": page.next_cursor})
 
 
 @router.get("/deliveries/{message_id}", response_model=DeliveryBody, responses=PROBLEMS)
 async def get_delivery(message_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """One message with its attempts."""
-    delivery = await call(services.webhooks.delivery, tenant.id, message_id)
+    delivery = await services.db.arun(endpoints.delivery(tenant.id, message_id))
     return JSONResponse(delivery.to_api())
 
 
 @router.post("/deliveries/{message_id}/retry", status_code=202, response_model=DeliveryBody, responses=PROBLEMS)
 async def retry_delivery(message_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Send the message again now (same webhook-id). 409 if its endpoint is disabled."""
-    delivery = await call(services.webhooks.retry, tenant.id, message_id)
+    delivery = await services.db.arun(endpoints.retry(tenant.id, message_id))
     nudge(services)
     return JSONResponse(delivery.to_api(), status_code=202)
 
@@ -184,14 +163,14 @@ async def retry_delivery(message_id: str, services: ServicesDep, tenant: TenantD
 @router.get("/webhook-secret", response_model=DefaultSecretBody, responses=PROBLEMS)
 async def get_default_secret(services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Whether the tenant has a default secret (it signs deliveries to a call's own webhook_url)."""
-    infos = await call(services.webhooks.default_secrets, tenant.id)
+    infos = await services.db.arun(endpoints.default_secrets(tenant.id))
     return JSONResponse({"configured": bool(infos), "secrets": [info.to_api() for info in infos]})
 
 
 @router.post("/webhook-secret", status_code=201, response_model=DefaultSecretCreated, responses=PROBLEMS)
 async def create_default_secret(services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Create the default secret, shown this once. 409 if there is one already (rotate it instead)."""
-    secret, info = await call(services.webhooks.create_default_secret, tenant.id)
+    secret, info = await services.db.arun(services.endpoints.create_default_secret(tenant.id))
     return JSONResponse({"secret": secret, "created_at": iso(info.created_at), "previous_secret_expires_at": None},
                         status_code=201)
 
@@ -199,7 +178,7 @@ async def create_default_secret(services: ServicesDep, tenant: TenantDep) -> JSO
 @router.post("/webhook-secret/rotate", response_model=DefaultSecretCreated, responses=PROBLEMS)
 async def rotate_default_secret(services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """A new default secret; the previous one keeps signing for the grace period. 404 if there is none."""
-    secret, info, expiry = await call(services.webhooks.rotate_default_secret, tenant.id,
-                                      grace_s=services.settings.webhook_secret_grace_s)
+    secret, info, expiry = await services.db.arun(services.endpoints.rotate_default_secret(
+        tenant.id, grace_s=services.settings.webhook_secret_grace_s))
     return JSONResponse({"secret": secret, "created_at": iso(info.created_at),
                          "previous_secret_expires_at": iso(expiry)})

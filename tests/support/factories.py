@@ -7,7 +7,7 @@ from typing import Any
 
 from receipts.messages import EXECUTE_TASK
 from receipts.records import ToolSpec
-from receipts.store import NewCall
+from receipts.store.calls import NewCall
 
 TENANT = "ten_acme"
 OTHER_TENANT = "ten_other"

@@ -20,9 +20,8 @@ from typing import Any
 import httpx
 
 from receipts.db import Database
-from receipts.migrate import upgrade
 from receipts.settings import Settings
-from receipts.tenants import Tenants
+from receipts.tenants import create_key
 from tests.support import services
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,10 +102,9 @@ class Stack:
         }
         self.env.update({f"TOOLRELAY_{k.upper()}": str(v) for k, v in settings.items()})
         self.settings = Settings(database_url=self.database_url)
-        self.db = Database.from_settings(self.settings, pool_size=2)
-        upgrade(self.db)
-        self.api_key = Tenants(self.db).create_key("tests")
-        self.other_key = Tenants(self.db).create_key("intruders")
+        self.db = Database(self.database_url, pool_size=2, name="toolrelay-test")
+        self.api_key = self.db.run(create_key("tests"))
+        self.other_key = self.db.run(create_key("intruders"))
         self.processes: list[Process] = []
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"

@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 
-from receipts.outbound import OutboundGuard
-from receipts.providers import ProviderMethod
+from receipts.catalogue.providers import ProviderMethod
+from receipts.outbound.guard import OutboundGuard
 from receipts.settings import Settings
 from workers import egress
 from workers.errors import UpstreamError

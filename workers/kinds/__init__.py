@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from receipts.catalogue import Catalogue
-from receipts.integration_setups import IntegrationSetups
-from receipts.outbound import OutboundGuard
+from receipts.catalogue.setups import IntegrationSetups
+from receipts.outbound.guard import OutboundGuard
 from receipts.secretbox import SecretBox
 from workers import egress
 from workers.execution import KindRunner
@@ -25,13 +24,12 @@ if TYPE_CHECKING:
 
 def build_kinds(services: WorkerServices) -> dict[str, KindRunner]:
     """The kind runners of one worker process. Cheap: no connection is opened until a call needs it."""
-    settings = services.settings
-    catalogue = Catalogue(services.db)
-    setups = IntegrationSetups(services.db, lambda: SecretBox(settings.secret_key))
+    settings, db = services.settings, services.db
+    setups = IntegrationSetups(lambda: SecretBox(settings.secret_key))
     return {
-        "api_call": ApiCallKind(catalogue, settings, egress.Clients(OutboundGuard(settings.outbound_allow_cidrs))),
-        "integration": IntegrationKind(catalogue, setups, builtin_providers(), settings),
-        "system": SystemKind(services.store, catalogue, services.app, settings),
+        "api_call": ApiCallKind(db, settings, egress.Clients(OutboundGuard(settings.outbound_allow_cidrs))),
+        "integration": IntegrationKind(db, setups, builtin_providers(), settings),
+        "system": SystemKind(db, services.app, settings),
     }
 
 

@@ -6,7 +6,7 @@ through the guarded client (:mod:`workers.egress`). Output: ``{status_code, head
 JSON answer, otherwise ``{status_code, headers, text, truncated}``; 4xx fails for good, 5xx, 429 and
 timeouts are retryable (the executor retries only read or idempotent tools).
 
-Credential headers are stored encrypted (:mod:`receipts.sealed_headers`): they are decrypted in
+Credential headers are stored encrypted (:mod:`receipts.outbound.sealed_headers`): they are decrypted in
 :meth:`ApiCallKind.send`, right before the request leaves, and exist in plain text nowhere else.
 """
 
@@ -16,9 +16,10 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from receipts import request_templates, sealed_headers
-from receipts.catalogue import Catalogue
+from receipts.db import Database
 from receipts.errors import InvalidInput
+from receipts.outbound import sealed_headers
+from receipts.outbound import templates as request_templates
 from receipts.records import Receipt
 from receipts.secretbox import SecretKeyMissing, SecretUnreadable
 from receipts.settings import Settings
@@ -52,13 +53,13 @@ def output_of(fetched: egress.Fetched, max_bytes: int) -> dict[str, Any]:
 class ApiCallKind:
     """Prepares api_call invocations: render the template now (bad arguments fail before any I/O)."""
 
-    def __init__(self, catalogue: Catalogue, settings: Settings, clients: egress.Clients) -> None:
-        self.catalogue = catalogue
+    def __init__(self, db: Database, settings: Settings, clients: egress.Clients) -> None:
+        self.db = db
         self.settings = settings
         self.clients = clients
 
     def prepare(self, receipt: Receipt, context: ToolContext) -> Invocation:
-        spec = definition_of(self.catalogue, receipt)
+        spec = definition_of(self.db, receipt)
         try:
             template = request_templates.parse(spec.definition.get("request") or {})
         except InvalidInput as exc:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from receipts.catalogue import Catalogue
+from receipts.catalogue import tools as catalogue
+from receipts.db import Database
 from receipts.errors import NotFound
 from receipts.records import Receipt, ToolSpec
 from workers.errors import ToolNotFound
 
 
-def definition_of(catalogue: Catalogue, receipt: Receipt) -> ToolSpec:
+def definition_of(db: Database, receipt: Receipt) -> ToolSpec:
     """The catalogue entry a receipt was accepted for, looked up in its own tenant's catalogue.
 
     The effect contract (effect, idempotent, timeout) is frozen on the receipt at acceptance; the
@@ -18,7 +19,7 @@ def definition_of(catalogue: Catalogue, receipt: Receipt) -> ToolSpec:
         ToolNotFound: the tool is gone, or is now of another kind.
     """
     try:
-        spec = catalogue.find(receipt.tenant_id, receipt.tool)
+        spec = db.run(catalogue.find(receipt.tenant_id, receipt.tool))
     except NotFound:
         raise ToolNotFound(f"the tool {receipt.tool!r} no longer exists") from None
     if spec.kind != receipt.kind:

@@ -14,11 +14,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from receipts.catalogue import Catalogue
+from receipts.catalogue import providers as provider_methods
+from receipts.catalogue.setups import IntegrationSetups
 from receipts.db import Database
-from receipts.integration_setups import IntegrationSetups
-from receipts.outbound import OutboundGuard
-from receipts.providers import Providers
+from receipts.outbound.guard import OutboundGuard
 from receipts.records import Receipt
 from receipts.secretbox import SecretKeyMissing, SecretUnreadable
 from receipts.settings import Settings
@@ -66,9 +65,9 @@ def check(provider: Provider, method: Method, values: Mapping[str, Any], *, fixe
 class IntegrationKind:
     """Prepares integration invocations; publishes the providers' declarations when a worker starts."""
 
-    def __init__(self, catalogue: Catalogue, setups: IntegrationSetups, providers: Mapping[str, Provider],
+    def __init__(self, db: Database, setups: IntegrationSetups, providers: Mapping[str, Provider],
                  settings: Settings) -> None:
-        self.catalogue = catalogue
+        self.db = db
         self.setups = setups
         self.providers = providers
         self.settings = settings
@@ -76,12 +75,13 @@ class IntegrationKind:
         self.clients = egress.Clients(self.guard)
         self.trusted = egress.Clients(None)
 
-    def publish(self, db: Database) -> None:
-        Providers(db).publish(item for provider in self.providers.values() for item in provider.declarations())
+    def publish(self) -> None:
+        self.db.run(provider_methods.publish(
+            [item for provider in self.providers.values() for item in provider.declarations()]))
 
     def _setup(self, tenant_id: str, provider: str) -> dict[str, Any]:
         try:
-            return self.setups.get(tenant_id, provider) or {}
+            return self.db.run(self.setups.get(tenant_id, provider)) or {}
         except SecretUnreadable:
             raise InvalidArguments(f"the stored setup of {provider} cannot be decrypted (TOOLRELAY_SECRET_KEY "
                                    f"changed?): store it again with PUT /v1/integrations/{provider}/setup",
@@ -91,7 +91,7 @@ class IntegrationKind:
                                    details={"provider": provider}) from None
 
     def prepare(self, receipt: Receipt, context: ToolContext) -> Invocation:
-        spec = definition_of(self.catalogue, receipt)
+        spec = definition_of(self.db, receipt)
         name, method_name = spec.definition.get("provider", ""), spec.definition.get("method", "")
         provider = self.providers.get(name)
         method = provider.method(method_name) if provider else None

@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from receipts import states
-from receipts.catalogue import Catalogue
+from receipts.catalogue import tools as catalogue
+from receipts.cursors import InvalidCursor
 from receipts.db import Database
-from receipts.errors import NotFound
+from receipts.errors import InvalidInput, NotFound
 from receipts.messages import TaskSender, publish_execute
 from receipts.records import Receipt, ToolSpec
 from receipts.settings import Settings
-from receipts.store import NewCall, ReceiptStore, fingerprint
+from receipts.store import calls
+from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
 from workers.context import ToolContext
 from workers.errors import InvalidArguments, ToolError, ToolNotFound
 from workers.runner import Invocation
@@ -60,9 +60,8 @@ SPECS = (
 class SystemKind:
     """Runs the system tools against the store and catalogue, in the calling receipt's tenant."""
 
-    def __init__(self, store: ReceiptStore, catalogue: Catalogue, sender: TaskSender, settings: Settings) -> None:
-        self.store = store
-        self.catalogue = catalogue
+    def __init__(self, db: Database, sender: TaskSender, settings: Settings) -> None:
+        self.db = db
         self.sender = sender
         self.settings = settings
         self.handlers: dict[str, Handler] = {
@@ -75,9 +74,9 @@ class SystemKind:
     def specs(self) -> list[ToolSpec]:
         return list(SPECS)
 
-    def publish(self, db: Database) -> None:
+    def publish(self) -> None:
         """Publish the system tools as global catalogue entries (every tenant may call them)."""
-        Catalogue(db).publish(self.specs())
+        self.db.run(catalogue.publish(self.specs()))
 
     def prepare(self, receipt: Receipt, context: ToolContext) -> Invocation:
         handler = self.handlers.get(receipt.tool)
@@ -90,29 +89,29 @@ class SystemKind:
 
     def receipts_get(self, receipt: Receipt, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self.store.get(receipt.tenant_id, str(arguments["receipt_id"])).to_api()
+            return self.db.run(calls.get(receipt.tenant_id, str(arguments["receipt_id"]))).to_api()
         except NotFound:
             raise ToolNotFound(f"no receipt {arguments['receipt_id']}") from None
 
     def receipts_list(self, receipt: Receipt, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            page = self.store.list(receipt.tenant_id, trace_id=arguments.get("trace_id"),
-                                   status=arguments.get("status"), tool=arguments.get("tool"),
-                                   parent_id=arguments.get("parent_id"), limit=int(arguments.get("limit", 20)),
-                                   cursor=arguments.get("cursor"))
-        except ValueError:
+            page = self.db.run(calls.list_receipts(
+                receipt.tenant_id, trace_id=arguments.get("trace_id"), status=arguments.get("status"),
+                tool=arguments.get("tool"), parent_id=arguments.get("parent_id"),
+                limit=int(arguments.get("limit", 20)), cursor=arguments.get("cursor")))
+        except InvalidCursor:
             raise InvalidArguments("cursor is not a next_cursor from a previous page") from None
         return {"data": [item.to_api() for item in page.items], "next_cursor": page.next_cursor}
 
     def tools_list(self, receipt: Receipt, arguments: dict[str, Any]) -> dict[str, Any]:
-        return {"data": [spec.to_api() for spec in self.catalogue.list(receipt.tenant_id)]}
+        return {"data": [spec.to_api() for spec in self.db.run(catalogue.list_tools(receipt.tenant_id))]}
 
     def _depth(self, receipt: Receipt) -> int:
         """How many ancestors the calling receipt has (bounded walk up the parent links)."""
         depth, current = 0, receipt
         while current.parent_id is not None and depth <= self.settings.max_call_depth:
             try:
-                current = self.store.get(receipt.tenant_id, current.parent_id)
+                current = self.db.run(calls.get(receipt.tenant_id, current.parent_id))
             except NotFound:
                 break
             depth += 1
@@ -121,29 +120,23 @@ class SystemKind:
     def tool_calls_create(self, receipt: Receipt, arguments: dict[str, Any]) -> dict[str, Any]:
         name = str(arguments["tool"])
         try:
-            spec = self.catalogue.find(receipt.tenant_id, name)
+            spec = self.db.run(catalogue.find(receipt.tenant_id, name))
         except NotFound:
             raise ToolNotFound(f"no tool named {name!r}") from None
-        child_arguments = arguments.get("arguments") or {}
-        errors = [{"field": ".".join(["arguments", *map(str, e.absolute_path)]), "message": e.message}
-                  for e in Draft202012Validator(spec.parameters).iter_errors(child_arguments)]
-        if errors:
-            raise InvalidArguments(f"arguments do not match the schema of {name!r}", details={"errors": errors})
         if self._depth(receipt) + 1 > self.settings.max_call_depth:
             raise ToolError(f"the call tree is deeper than {self.settings.max_call_depth} levels",
                             details={"max_call_depth": self.settings.max_call_depth})
-        waiting = spec.kind == "function"
-        deadline = float(arguments.get("timeout_s") or (spec.timeout_s if waiting else self.settings.call_deadline_s))
-        if deadline > self.settings.function_deadline_max_s:
-            raise InvalidArguments(f"timeout_s must be at most {self.settings.function_deadline_max_s:g} seconds")
-        request = {"tool": name, "arguments": child_arguments, "call_id": arguments.get("call_id"),
-                   "metadata": arguments.get("metadata") or {}, "timeout_s": arguments.get("timeout_s")}
-        call = NewCall(tenant_id=receipt.tenant_id, tool=spec, arguments=child_arguments, deadline_s=deadline,
-                       trace_id=receipt.trace_id, call_id=arguments.get("call_id"), parent_id=receipt.id,
-                       idempotency_key=f"tool_calls_create:{receipt.id}", request_hash=fingerprint(request),
-                       metadata=arguments.get("metadata") or {})
-        child, _replayed = self.store.create(call, status=states.WAITING if waiting else states.PENDING,
-                                             actor=f"system:{receipt.id}")
+        # The child's idempotency key is derived from this receipt: a retried attempt finds the child
+        # its first attempt created instead of making another.
+        request = CallRequest(tool=name, arguments=arguments.get("arguments") or {}, trace_id=receipt.trace_id,
+                              call_id=arguments.get("call_id"), parent_id=receipt.id,
+                              idempotency_key=f"tool_calls_create:{receipt.id}",
+                              metadata=arguments.get("metadata") or {}, timeout_s=arguments.get("timeout_s"))
+        try:
+            call = prepare(self.settings, receipt.tenant_id, CheckedTool.of(spec), request)
+        except InvalidInput as exc:
+            raise InvalidArguments(exc.message, details={"errors": exc.errors}) from None
+        child, _replayed = self.db.run(calls.create(call, status=initial_status(spec), actor=f"system:{receipt.id}"))
         if child.status == states.PENDING:
             # Also on a replay: the first attempt may have died before publishing; a duplicate
             # message is harmless (the claim is compare-and-set).

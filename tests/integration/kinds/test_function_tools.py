@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from receipts.db import utcnow
-from receipts.tables import webhook_endpoints, webhook_messages
+from receipts.schema.tables import webhook_endpoints, webhook_messages
 from receipts.tenants import Tenants
 from tests.integration.kinds.conftest import define, submit
 from tests.support.stack import Stack

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from receipts.integration_setups import IntegrationSetups
+from receipts.catalogue.setups import IntegrationSetups
 from receipts.secretbox import SecretBox
 from receipts.tenants import Tenants
 from tests.integration.kinds.conftest import define, run

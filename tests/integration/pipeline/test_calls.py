@@ -9,10 +9,8 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select
-
-from receipts.tables import receipts
 from tests.integration.pipeline.conftest import effects, wait_until
+from tests.support import sql
 from tests.support.stack import Stack
 
 
@@ -213,10 +211,7 @@ def test_concurrent_duplicates_with_one_key_make_one_receipt(shared_stack: Stack
     replays = [r for r in results if r.status_code == 200]
     assert len(fresh) == 1 and len(replays) == threads - 1
     assert all(r.headers["idempotent-replayed"] == "true" for r in replays)
-    with shared_stack.db.engine.connect() as conn:
-        count = conn.execute(select(func.count()).select_from(receipts)
-                             .where(receipts.c.idempotency_key == "dup-key-1")).scalar_one()
-    assert count == 1
+    assert sql.value(shared_stack.db, "SELECT count(*) FROM receipts WHERE idempotency_key = 'dup-key-1'") == 1
     assert shared_stack.wait_terminal(results[0].json()["id"])["status"] == "success"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from receipts.tables import webhook_messages
+from receipts.schema.tables import webhook_messages
 from tests.integration.webhooks.helpers import Hooks
 from tests.support.receiver import Receiver, Reply
 from tests.support.stack import running_stack

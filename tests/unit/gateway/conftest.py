@@ -14,13 +14,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from gateway.app import create_app
-from receipts.catalogue import Catalogue
+from receipts.catalogue.tools import Catalogue
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK
 from receipts.records import ToolSpec
+from receipts.schema.tables import receipts
 from receipts.settings import Settings
-from receipts.store import Outcome, ReceiptStore
-from receipts.tables import receipts
+from receipts.store.calls import Outcome, ReceiptStore
 from receipts.tenants import Tenants
 from tests.support.factories import RecordingSender
 

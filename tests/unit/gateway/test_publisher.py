@@ -16,7 +16,7 @@ from gateway.publisher import BatchPublisher, RedisPublisher
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
-from receipts.store import ReceiptStore
+from receipts.store.calls import ReceiptStore
 from tests.support import services
 from tests.support.factories import call
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from receipts.store import Outcome
+from receipts.store.calls import Outcome
 from tests.unit.gateway.conftest import Gateway, assert_problem
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from gateway import waiters as waiters_module
 from gateway.waiters import CHANNEL, PostgresListener, Waiters
 from receipts.db import Database
-from receipts.store import Outcome, ReceiptStore
+from receipts.store.calls import Outcome, ReceiptStore
 from tests.support.factories import call
 
 

@@ -18,15 +18,15 @@ from pydantic import TypeAdapter
 from gateway.app import create_app
 from gateway.tool_definitions import ToolDefinition, ToolDefinitions
 from receipts import states
-from receipts.catalogue import Catalogue
+from receipts.catalogue.providers import Providers
+from receipts.catalogue.setups import IntegrationSetups
+from receipts.catalogue.tools import Catalogue
 from receipts.db import Database
-from receipts.integration_setups import IntegrationSetups
-from receipts.outbound import OutboundGuard
-from receipts.providers import Providers
+from receipts.outbound.guard import OutboundGuard
 from receipts.records import Receipt, ToolSpec
 from receipts.secretbox import SecretBox
 from receipts.settings import Settings
-from receipts.store import NewCall, ReceiptStore
+from receipts.store.calls import NewCall, ReceiptStore
 from receipts.tenants import Tenants
 from tests.support.factories import RecordingSender
 from workers import egress

@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import insert, select
 
 from receipts.db import utcnow
-from receipts.store import ReceiptStore
-from receipts.sweeps import Sweeper
-from receipts.tables import webhook_endpoints, webhook_messages
+from receipts.schema.tables import webhook_endpoints, webhook_messages
+from receipts.store.calls import ReceiptStore
+from receipts.store.sweeps import Sweeper
 from tests.unit.kinds.conftest import Gateway, assert_problem
 
 PARAMS = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}

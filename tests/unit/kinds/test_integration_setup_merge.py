@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from receipts.integration_setups import IntegrationSetups
+from receipts.catalogue.setups import IntegrationSetups
 from receipts.secretbox import SecretBox
 from tests.support.smtp import smtp_server
 from tests.unit.kinds.conftest import Worker

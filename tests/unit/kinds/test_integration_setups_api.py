@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from receipts.integration_setups import IntegrationSetups
+from receipts.catalogue.setups import IntegrationSetups
+from receipts.schema.tables import integration_setups
 from receipts.secretbox import SecretBox
-from receipts.tables import integration_setups
 from tests.unit.kinds.conftest import SECRET, Gateway, assert_problem
 
 SMTP = {"host": "smtp.example.com", "port": 587, "security": "starttls", "username": "ann",

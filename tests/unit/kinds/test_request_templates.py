@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from receipts.request_templates import (
+from receipts.outbound.templates import (
     MASK,
     RenderError,
     TemplateError,

@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from gateway.app import create_app
-from receipts.catalogue import Catalogue
+from receipts.catalogue.tools import Catalogue
 from receipts.db import Database
 from receipts.records import ToolSpec
-from receipts.store import ReceiptStore
-from receipts.tables import tools
+from receipts.schema.tables import tools
+from receipts.store.calls import ReceiptStore
 from receipts.tenants import Tenants
 from tests.support.upstreams import Reply, Upstream, serving
 from tests.unit.kinds.conftest import Gateway, RecordingSender, Worker, assert_problem, make_settings

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from receipts.tables import tools
+from receipts.schema.tables import tools
 from tests.unit.kinds.conftest import Gateway, assert_problem
 
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],

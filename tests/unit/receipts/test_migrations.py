@@ -6,8 +6,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from receipts.db import Database
-from receipts.migrate import upgrade
-from receipts.tables import metadata
+from receipts.schema.migrate import upgrade
+from receipts.schema.tables import metadata
 
 
 def test_migrations_match_the_table_definitions(any_db: Database) -> None:

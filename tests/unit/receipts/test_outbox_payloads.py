@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import insert, select
 
 from receipts.db import Database, utcnow
-from receipts.store import Outcome, ReceiptStore, error
-from receipts.tables import webhook_endpoints, webhook_messages
+from receipts.schema.tables import webhook_endpoints, webhook_messages
+from receipts.store.calls import Outcome, ReceiptStore, error
 from tests.support.factories import OTHER_TENANT, TENANT, call, spec
 
 

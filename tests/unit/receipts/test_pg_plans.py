@@ -14,7 +14,7 @@ import pytest
 
 from receipts import pg_statements as pg
 from receipts.db import Database
-from receipts.store import Outcome, ReceiptStore, error
+from receipts.store.calls import Outcome, ReceiptStore, error
 from tests.support.factories import call, spec
 
 

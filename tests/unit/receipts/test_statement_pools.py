@@ -10,7 +10,7 @@ import pytest
 
 from receipts import db as db_module
 from receipts.db import Database
-from receipts.store import ReceiptStore
+from receipts.store.calls import ReceiptStore
 from tests.support import services
 from tests.support.factories import call
 

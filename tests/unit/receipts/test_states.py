@@ -8,7 +8,7 @@ import pytest
 
 from receipts import states
 from receipts.errors import InvalidTransition
-from receipts.store import Outcome, ReceiptStore
+from receipts.store.calls import Outcome, ReceiptStore
 from tests.support.factories import TENANT, call
 
 EXPECTED = {

@@ -14,8 +14,8 @@ from receipts import states
 from receipts.db import Database, utcnow
 from receipts.errors import IdempotencyMismatch, InvalidTransition, NotFound
 from receipts.records import Receipt
-from receipts.store import Outcome, ReceiptStore, decode_cursor, encode_cursor, error, fingerprint
-from receipts.tables import receipt_events, receipts
+from receipts.schema.tables import receipt_events, receipts
+from receipts.store.calls import Outcome, ReceiptStore, decode_cursor, encode_cursor, error, fingerprint
 from tests.support.factories import OTHER_TENANT, TENANT, call, spec
 
 

@@ -8,9 +8,9 @@ import pytest
 from sqlalchemy import update
 
 from receipts.db import Database, utcnow
-from receipts.store import Outcome, ReceiptStore, error
-from receipts.sweeps import Sweeper
-from receipts.tables import receipts
+from receipts.schema.tables import receipts
+from receipts.store.calls import Outcome, ReceiptStore, error
+from receipts.store.sweeps import Sweeper
 from tests.support.factories import TENANT, call, spec
 
 REPUBLISH_AFTER_S = 30

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-from receipts.webhook_records import DELIVERED, FAILED, PENDING
+from receipts.webhooks.records import DELIVERED, FAILED, PENDING
 from tests.support.receiver import Receiver, Reply
 from tests.unit.webhooks.conftest import Bench
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE
-from receipts.nudges import Nudger
+from receipts.webhooks.nudges import Nudger
 from tests.support.factories import RecordingSender
 from tests.unit.webhooks.conftest import Bench
 

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from receipts.webhook_records import DELIVERED, FAILED, PENDING, Claimed
+from receipts.webhooks.records import DELIVERED, FAILED, PENDING, Claimed
 from webhooks.policy import Outcome, RetryPolicy, parse_retry_after
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

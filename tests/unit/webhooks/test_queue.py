@@ -11,11 +11,11 @@ from receipts import states
 from receipts.db import Database
 from receipts.records import ToolSpec
 from receipts.settings import Settings
-from receipts.store import NewCall, Outcome, ReceiptStore
+from receipts.store.calls import NewCall, Outcome, ReceiptStore
 from receipts.tenants import Tenants
-from receipts.webhook_queue import DeliveryQueue
-from receipts.webhook_records import DELIVERED, FAILED, PENDING, Claimed, Settled
-from receipts.webhook_store import WebhookStore
+from receipts.webhooks.endpoints import WebhookStore
+from receipts.webhooks.queue import DeliveryQueue
+from receipts.webhooks.records import DELIVERED, FAILED, PENDING, Claimed, Settled
 
 ECHO = ToolSpec(name="echo", kind="python", description="", parameters={})
 

@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gateway.app import create_app
-from receipts.catalogue import Catalogue
+from receipts.catalogue.tools import Catalogue
 from receipts.db import Database
-from receipts.migrate import upgrade
 from receipts.records import ToolSpec
+from receipts.schema.migrate import upgrade
 from receipts.settings import Settings
-from receipts.store import ReceiptStore
+from receipts.store.calls import ReceiptStore
 from receipts.tenants import Tenants
 
 ECHO = ToolSpec(name="echo", kind="python", description="Echo.", parameters={"type": "object"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from receipts.secretbox import SecretBox
-from receipts.webhook_secrets import first_ring, infos, rotate, tokens
+from receipts.webhooks.secrets import first_ring, infos, rotate, tokens
 
 BOX = SecretBox("ring-tests")
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

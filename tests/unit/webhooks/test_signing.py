@@ -12,7 +12,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from receipts.secretbox import SecretBox
-from receipts.webhook_secrets import new_secret
+from receipts.webhooks.secrets import new_secret
 from webhooks.signing import Signer
 
 BOX = SecretBox("signing-tests")

@@ -16,8 +16,8 @@ from sqlalchemy import update
 
 from receipts.db import Database, utcnow
 from receipts.records import Receipt
-from receipts.store import NewCall, ReceiptStore
-from receipts.tables import receipts
+from receipts.schema.tables import receipts
+from receipts.store.calls import NewCall, ReceiptStore
 from tests.support.factories import TENANT, RecordingSender
 from workers.backoff import Backoff
 from workers.context import ToolContext

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from receipts.db import Database
-from receipts.store import ReceiptStore
-from receipts.sweeps import Sweeper
+from receipts.store.calls import ReceiptStore
+from receipts.store.sweeps import Sweeper
 from tests.support.factories import RecordingSender, call, spec
 from workers.sweeper import sweep_once
 

@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-29
 
-Every table of receipts/tables.py, plus (PostgreSQL only) a trigger that NOTIFYs on channel
+Every table of the first schema, plus a trigger that NOTIFYs on channel
 ``toolrelay_receipts`` when a receipt reaches a state a long-poll waits for, inside the same
 transaction, so waiting gateways wake without polling.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
-
-import receipts.tables
 
 NOTIFY_FUNCTION = """
 CREATE OR REPLACE FUNCTION toolrelay_notify_receipt() RETURNS trigger AS $$
@@ -45,20 +43,20 @@ def upgrade() -> None:
         sa.Column("tenant_id", sa.String(length=40), nullable=False),
         sa.Column("provider", sa.String(length=64), nullable=False),
         sa.Column("config", sa.Text(), nullable=False),
-        sa.Column("updated_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("tenant_id", "provider"),
     )
     op.create_table(
         "receipt_events",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False),
+        sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
         sa.Column("receipt_id", sa.String(length=40), nullable=False),
-        sa.Column("at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("from_status", sa.String(length=24), nullable=True),
         sa.Column("to_status", sa.String(length=24), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("actor", sa.String(length=200), nullable=False),
         sa.Column(
-            "detail", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "detail", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -76,34 +74,34 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("status", sa.String(length=24), nullable=False),
         sa.Column(
-            "input", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "input", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
         sa.Column(
-            "output", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=True
+            "output", postgresql.JSONB(astext_type=sa.Text()), nullable=True
         ),
         sa.Column(
-            "error", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=True
+            "error", postgresql.JSONB(astext_type=sa.Text()), nullable=True
         ),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("max_attempts", sa.Integer(), nullable=False),
         sa.Column("idempotency_key", sa.String(length=255), nullable=True),
         sa.Column("request_hash", sa.String(length=64), nullable=True),
         sa.Column(
-            "metadata", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "metadata", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
         sa.Column("webhook_url", sa.Text(), nullable=True),
         sa.Column("effect", sa.String(length=8), nullable=False),
         sa.Column("idempotent", sa.Boolean(), nullable=False),
         sa.Column("timeout_s", sa.Float(), nullable=False),
         sa.Column("queue", sa.String(length=100), nullable=False),
-        sa.Column("created_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("started_at", receipts.tables.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", receipts.tables.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("deadline_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("available_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("published_at", receipts.tables.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("lease_expires_at", receipts.tables.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("deadline_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("available_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
     )
@@ -122,10 +120,10 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column(
             "webhook_secrets",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            postgresql.JSONB(astext_type=sa.Text()),
             nullable=False,
         ),
-        sa.Column("created_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("name"),
     )
@@ -136,7 +134,7 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("description", sa.Text(), nullable=False),
         sa.Column(
-            "parameters", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "parameters", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
         sa.Column("effect", sa.String(length=8), nullable=False),
         sa.Column("idempotent", sa.Boolean(), nullable=False),
@@ -144,17 +142,17 @@ def upgrade() -> None:
         sa.Column("max_attempts", sa.Integer(), nullable=False),
         sa.Column("queue", sa.String(length=100), nullable=False),
         sa.Column(
-            "definition", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "definition", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
-        sa.Column("updated_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("tenant_id", "name"),
     )
     op.create_table(
         "webhook_attempts",
-        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), autoincrement=True, nullable=False),
+        sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
         sa.Column("message_id", sa.String(length=40), nullable=False),
         sa.Column("endpoint_id", sa.String(length=40), nullable=True),
-        sa.Column("at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("success", sa.Boolean(), nullable=False),
         sa.Column("status_code", sa.Integer(), nullable=True),
         sa.Column("latency_ms", sa.Float(), nullable=True),
@@ -175,11 +173,11 @@ def upgrade() -> None:
         sa.Column("enabled", sa.Boolean(), nullable=False),
         sa.Column("disabled_reason", sa.Text(), nullable=True),
         sa.Column(
-            "secrets", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "secrets", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
-        sa.Column("failing_since", receipts.tables.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("created_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("failing_since", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("webhook_endpoints", schema=None) as batch_op:
@@ -194,14 +192,14 @@ def upgrade() -> None:
         sa.Column("event_type", sa.String(length=40), nullable=False),
         sa.Column("receipt_id", sa.String(length=40), nullable=False),
         sa.Column(
-            "payload", sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"), nullable=False
+            "payload", postgresql.JSONB(astext_type=sa.Text()), nullable=False
         ),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("next_attempt_at", receipts.tables.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("locked_until", receipts.tables.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("created_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("locked_until", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("webhook_messages", schema=None) as batch_op:
@@ -214,22 +212,20 @@ def upgrade() -> None:
         sa.Column("tenant_id", sa.String(length=40), nullable=False),
         sa.Column("key_hash", sa.String(length=64), nullable=False),
         sa.Column("prefix", sa.String(length=16), nullable=False),
-        sa.Column("created_at", receipts.tables.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("revoked_at", receipts.tables.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(["tenant_id"], ["tenants.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("key_hash"),
     )
 
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute(NOTIFY_FUNCTION)
-        op.execute(NOTIFY_TRIGGER)
+    op.execute(NOTIFY_FUNCTION)
+    op.execute(NOTIFY_TRIGGER)
 
 
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        op.execute("DROP TRIGGER IF EXISTS receipts_notify ON receipts")
-        op.execute("DROP FUNCTION IF EXISTS toolrelay_notify_receipt()")
+    op.execute("DROP TRIGGER IF EXISTS receipts_notify ON receipts")
+    op.execute("DROP FUNCTION IF EXISTS toolrelay_notify_receipt()")
 
     op.drop_table("api_keys")
     with op.batch_alter_table("webhook_messages", schema=None) as batch_op:

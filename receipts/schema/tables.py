@@ -1,15 +1,14 @@
-"""The database schema, as SQLAlchemy Core tables. Alembic migrations create exactly these.
+"""The database schema, as SQLAlchemy Core tables: its one definition, and the source of the migrations.
 
-ORM rows never leave this package: the store turns rows into frozen records (``records.py``).
+The store runs SQL written for psycopg (``receipts.store.statements`` and the other operation
+modules), not SQLAlchemy; these tables say what the migrations create, and a test checks that the
+migrated database and these tables agree. Rows never leave the ``receipts`` package: the
+operations turn them into frozen records (``receipts.records``).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     Column,
@@ -26,30 +25,12 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.types import TypeDecorator
 
 metadata = MetaData()
 
 
-class UTCDateTime(TypeDecorator[datetime]):
-    """A timezone-aware UTC timestamp on every backend (SQLite hands back naive values)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("naive datetime")
-        return value.astimezone(UTC) if value is not None else None
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
-
-
-Json = JSON().with_variant(JSONB(), "postgresql")
-AutoId = BigInteger().with_variant(Integer(), "sqlite")
+Json = JSONB()
+Timestamp = DateTime(timezone=True)
 
 tenants = Table(
     "tenants",
@@ -58,7 +39,7 @@ tenants = Table(
     Column("name", String(200), nullable=False, unique=True),
     # Default secrets (encrypted) that sign deliveries to a call's own webhook_url.
     Column("webhook_secrets", Json, nullable=False, default=list),
-    Column("created_at", UTCDateTime, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
 )
 
 api_keys = Table(
@@ -68,8 +49,8 @@ api_keys = Table(
     Column("tenant_id", String(40), ForeignKey("tenants.id", ondelete="CASCADE"), nullable=False),
     Column("key_hash", String(64), nullable=False, unique=True),
     Column("prefix", String(16), nullable=False),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("revoked_at", UTCDateTime, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("revoked_at", Timestamp, nullable=True),
 )
 
 # The catalogue. tenant_id "*" marks a tool published by workers for every tenant.
@@ -87,7 +68,7 @@ tools = Table(
     Column("max_attempts", Integer, nullable=False),
     Column("queue", String(100), nullable=False),
     Column("definition", Json, nullable=False, default=dict),
-    Column("updated_at", UTCDateTime, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
 )
 
 receipts = Table(
@@ -115,28 +96,25 @@ receipts = Table(
     Column("idempotent", Boolean, nullable=False),
     Column("timeout_s", Float, nullable=False),
     Column("queue", String(100), nullable=False),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
-    Column("started_at", UTCDateTime, nullable=True),
-    Column("finished_at", UTCDateTime, nullable=True),
-    Column("deadline_at", UTCDateTime, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("started_at", Timestamp, nullable=True),
+    Column("finished_at", Timestamp, nullable=True),
+    Column("deadline_at", Timestamp, nullable=False),
     # Scheduling: a pending receipt may be claimed from available_at on; published_at is when its
     # message was last sent (the sweeper re-publishes when that is old); lease_expires_at bounds a claim.
-    Column("available_at", UTCDateTime, nullable=False),
-    Column("published_at", UTCDateTime, nullable=True),
-    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("available_at", Timestamp, nullable=False),
+    Column("published_at", Timestamp, nullable=True),
+    Column("lease_expires_at", Timestamp, nullable=True),
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
     Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
     Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),
     Index("ix_receipts_tool_status", "tool", "status"),
     # Partial indexes (migration 0003): only the rows a query can want are in them, so they stay small
     # and a receipt's updates maintain them only while it is open (or has a parent).
-    Index("ix_receipts_parent", "parent_id", postgresql_where=text("parent_id IS NOT NULL"),
-          sqlite_where=text("parent_id IS NOT NULL")),
-    Index("ix_receipts_pending_available", "available_at", postgresql_where=text("status = 'pending'"),
-          sqlite_where=text("status = 'pending'")),
-    Index("ix_receipts_running_lease", "lease_expires_at", postgresql_where=text("status = 'running'"),
-          sqlite_where=text("status = 'running'")),
+    Index("ix_receipts_parent", "parent_id", postgresql_where=text("parent_id IS NOT NULL")),
+    Index("ix_receipts_pending_available", "available_at", postgresql_where=text("status = 'pending'")),
+    Index("ix_receipts_running_lease", "lease_expires_at", postgresql_where=text("status = 'running'")),
     Index("ix_receipts_open_deadline", "deadline_at", postgresql_where=text("status IN ('pending', 'waiting')"),
           sqlite_where=text("status IN ('pending', 'waiting')")),
 )
@@ -144,9 +122,9 @@ receipts = Table(
 receipt_events = Table(
     "receipt_events",
     metadata,
-    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("receipt_id", String(40), nullable=False),
-    Column("at", UTCDateTime, nullable=False),
+    Column("at", Timestamp, nullable=False),
     Column("from_status", String(24), nullable=True),
     Column("to_status", String(24), nullable=False),
     Column("attempt", Integer, nullable=False),
@@ -162,14 +140,14 @@ webhook_endpoints = Table(
     Column("tenant_id", String(40), nullable=False),
     Column("url", Text, nullable=False),
     Column("description", Text, nullable=False, default=""),
-    # ",receipt.failed,receipt.succeeded," or "" for every type: matchable with LIKE on every backend.
+    # ",receipt.failed,receipt.succeeded," or "" for every type: matched with LIKE '%,type,%'.
     Column("event_types", Text, nullable=False, default=""),
     Column("enabled", Boolean, nullable=False, default=True),
     Column("disabled_reason", Text, nullable=True),
     Column("secrets", Json, nullable=False, default=list),
-    Column("failing_since", UTCDateTime, nullable=True),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
+    Column("failing_since", Timestamp, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
     Index("ix_webhook_endpoints_tenant", "tenant_id", "enabled"),
 )
 
@@ -185,10 +163,10 @@ webhook_messages = Table(
     Column("payload", Json, nullable=False),
     Column("status", String(16), nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
-    Column("next_attempt_at", UTCDateTime, nullable=True),
-    Column("locked_until", UTCDateTime, nullable=True),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
+    Column("next_attempt_at", Timestamp, nullable=True),
+    Column("locked_until", Timestamp, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
     Index("ix_webhook_messages_due", "status", "next_attempt_at"),
     Index("ix_webhook_messages_endpoint", "endpoint_id", "id"),
     Index("ix_webhook_messages_endpoint_created", "endpoint_id", "created_at"),  # migration 0002
@@ -198,10 +176,10 @@ webhook_messages = Table(
 webhook_attempts = Table(
     "webhook_attempts",
     metadata,
-    Column("id", AutoId, primary_key=True, autoincrement=True),
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
     Column("message_id", String(40), nullable=False),
     Column("endpoint_id", String(40), nullable=True),
-    Column("at", UTCDateTime, nullable=False),
+    Column("at", Timestamp, nullable=False),
     Column("success", Boolean, nullable=False),
     Column("status_code", Integer, nullable=True),
     Column("latency_ms", Float, nullable=True),
@@ -216,5 +194,5 @@ integration_setups = Table(
     Column("tenant_id", String(40), primary_key=True),
     Column("provider", String(64), primary_key=True),
     Column("config", Text, nullable=False),  # encrypted JSON
-    Column("updated_at", UTCDateTime, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
 )

@@ -1,11 +1,11 @@
-"""Alembic environment: runs migrations on the connection or URL handed in by ``receipts.migrate``."""
+"""Alembic environment: runs migrations on the connection or URL handed in by ``receipts.schema.migrate``."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection, engine_from_config, pool
 
-from receipts.tables import metadata
+from receipts.schema.tables import metadata
 
 config = context.config
 
@@ -23,7 +23,7 @@ def run() -> None:
 
 
 def _run_on(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True, compare_type=True)
+    context.configure(connection=connection, target_metadata=metadata, compare_type=True)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -38,7 +38,7 @@ def upgrade() -> None:
     for name in REPLACED:
         op.drop_index(name, table_name="receipts")
     for name, (columns, where) in PARTIAL.items():
-        op.create_index(name, "receipts", columns, postgresql_where=sa.text(where), sqlite_where=sa.text(where))
+        op.create_index(name, "receipts", columns, postgresql_where=sa.text(where))
 
 
 def downgrade() -> None:

@@ -16,11 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-
-from receipts.db import Database, dialect_insert, utcnow
+from receipts.catalogue.tools import UPSERT, tool_params
+from receipts.db import Query, Steps, operation, transaction
 from receipts.errors import NotFound
-from receipts.tables import tools
+from receipts.records import ToolSpec
 
 OWNER = "@integration"
 KIND = "provider"
@@ -88,63 +87,54 @@ class ProviderMethod:
         }
 
 
-class Providers:
-    """Reads and writes provider methods in the catalogue table."""
+_SELECT = ("SELECT name, description, parameters, effect, idempotent, timeout_s, max_attempts, queue, definition "
+           "FROM tools WHERE tenant_id = %(owner)s ORDER BY name")
+_ROW = ("name", "description", "parameters", "effect", "idempotent", "timeout_s", "max_attempts", "queue", "definition")
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
 
-    def publish(self, methods: Iterable[ProviderMethod]) -> None:
-        """Insert or update the methods a worker can run."""
-        now = utcnow()
-        with self.db.transaction() as conn:
-            for item in methods:
-                values = {
-                    "tenant_id": OWNER,
-                    "name": item.key,
-                    "kind": KIND,
-                    "description": item.description,
-                    "parameters": item.arguments,
-                    "effect": item.effect,
-                    "idempotent": item.idempotent,
-                    "timeout_s": item.timeout_s,
-                    "max_attempts": item.max_attempts,
-                    "queue": item.queue,
-                    "definition": {"provider": item.provider, "method": item.method, "setup": item.setup,
-                                   "output": item.output, "provider_description": item.provider_description},
-                    "updated_at": now,
-                }
-                stmt = dialect_insert(conn)(tools).values(**values)
-                conn.execute(stmt.on_conflict_do_update(
-                    index_elements=["tenant_id", "name"],
-                    set_={k: v for k, v in values.items() if k not in ("tenant_id", "name")},
-                ))
+def _tool(item: ProviderMethod) -> ToolSpec:
+    return ToolSpec(name=item.key, kind=KIND, description=item.description, parameters=item.arguments,
+                    effect=item.effect, idempotent=item.idempotent, timeout_s=item.timeout_s,
+                    max_attempts=item.max_attempts, queue=item.queue, tenant_id=OWNER,
+                    definition={"provider": item.provider, "method": item.method, "setup": item.setup,
+                                "output": item.output, "provider_description": item.provider_description})
 
-    def all(self) -> list[ProviderMethod]:
-        """Every published method, by provider then method."""
-        with self.db.read() as conn:
-            rows = conn.execute(
-                select(tools).where(tools.c.tenant_id == OWNER).order_by(tools.c.name)).mappings().all()
-        return [ProviderMethod.from_row(row) for row in rows]
 
-    def methods(self, provider: str) -> list[ProviderMethod]:
-        """The methods of one provider.
+@transaction
+def publish(methods: Iterable[ProviderMethod]) -> Steps[None]:
+    """Insert or update the methods a worker can run."""
+    for item in methods:
+        yield Query(UPSERT, tool_params(_tool(item)), fetch="none")
 
-        Raises:
-            NotFound: no worker has published this provider.
-        """
-        found = [item for item in self.all() if item.provider == provider]
-        if not found:
-            raise NotFound(f"no integration provider {provider!r}; see GET /v1/integrations")
-        return found
 
-    def find(self, provider: str, method: str) -> ProviderMethod:
-        """One method.
+@operation
+def all_methods() -> Steps[list[ProviderMethod]]:
+    """Every published method, by provider then method."""
+    rows = yield Query(_SELECT, {"owner": OWNER}, fetch="all")
+    return [ProviderMethod.from_row(dict(zip(_ROW, row, strict=True))) for row in rows]
 
-        Raises:
-            NotFound: unknown provider or method.
-        """
-        for item in self.methods(provider):
-            if item.method == method:
-                return item
-        raise NotFound(f"provider {provider!r} has no method {method!r}")
+
+@operation
+def methods(provider: str) -> Steps[list[ProviderMethod]]:
+    """The methods of one provider.
+
+    Raises:
+        NotFound: no worker has published this provider.
+    """
+    found = [item for item in (yield from all_methods().steps) if item.provider == provider]
+    if not found:
+        raise NotFound(f"no integration provider {provider!r}; see GET /v1/integrations")
+    return found
+
+
+@operation
+def find(provider: str, method: str) -> Steps[ProviderMethod]:
+    """One method.
+
+    Raises:
+        NotFound: unknown provider or method.
+    """
+    for item in (yield from methods(provider).steps):
+        if item.method == method:
+            return item
+    raise NotFound(f"provider {provider!r} has no method {method!r}")

@@ -12,8 +12,8 @@ import logging
 import threading
 import time
 
+from receipts.db import Announce
 from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE, TaskSender
-from receipts.records import Receipt
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +26,11 @@ def publish_deliver(sender: TaskSender) -> None:
 
 
 class Nudger:
-    """A store listener (``ReceiptStore.subscribe``) that publishes coalesced deliver tasks.
+    """A database listener (``Database.subscribe``) that publishes coalesced deliver tasks.
 
-    The store tells it how many webhook messages each transition queued, so a transition that queued
-    none (a tenant without endpoints, an event nobody subscribed to) nudges nobody, and an endpoint
-    registered a moment ago is nudged for at once.
+    Each committed transition announces how many webhook messages it queued, so a transition that
+    queued none (a tenant without endpoints, an event nobody subscribed to) nudges nobody, and an
+    endpoint registered a moment ago is nudged for at once.
     """
 
     def __init__(self, sender: TaskSender, *, interval_s: float = 0.1) -> None:
@@ -40,8 +40,8 @@ class Nudger:
         self._last = 0.0
         self._timer: threading.Timer | None = None
 
-    def __call__(self, receipt: Receipt, messages: int) -> None:
-        if messages:
+    def __call__(self, announced: Announce) -> None:
+        if announced.messages:
             self.nudge()
 
     def nudge(self) -> None:

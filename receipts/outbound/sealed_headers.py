@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from receipts.request_templates import MASK, SEALED_HEADERS, SENSITIVE_HEADER, TemplateError
+from receipts.outbound.templates import MASK, SEALED_HEADERS, SENSITIVE_HEADER, TemplateError
 from receipts.secretbox import SecretBox
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from receipts.records import iso
 from receipts.secretbox import SecretBox
-from receipts.webhook_records import SecretInfo
+from receipts.webhooks.records import SecretInfo
 
 PREFIX = "whsec_"
 SECRET_BYTES = 32  # Standard Webhooks asks for 24 to 64

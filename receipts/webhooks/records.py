@@ -186,14 +186,17 @@ class Claimed:
 class Settled:
     """The result of one attempt and what happens to its message next, recorded in bulk.
 
-    ``health`` is ``"ok"``, ``"failing"``, ``"gone"`` (410: disable the endpoint) or ``None`` (the
-    attempt says nothing about the endpoint, e.g. it was never sent).
+    ``sent_at`` is when the attempt started by the dispatcher's monotonic clock (recorded as the
+    database's time less how long ago that was); ``retry_in_s`` when the next attempt is due, from
+    when it is recorded (None: no next attempt). ``health`` is ``"ok"``, ``"failing"``, ``"gone"``
+    (410: disable the endpoint) or ``None`` (the attempt says nothing about the endpoint, e.g. it was
+    never sent).
     """
 
     message_id: str
     endpoint_id: str | None
     lease: datetime
-    at: datetime
+    sent_at: float
     success: bool
     status_code: int | None
     latency_ms: float | None
@@ -201,5 +204,5 @@ class Settled:
     error: str | None
     status: str
     attempts: int
-    next_attempt_at: datetime | None
+    retry_in_s: float | None
     health: str | None

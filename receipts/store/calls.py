@@ -1,0 +1,268 @@
+"""Receipt operations: create-or-replay, compare-and-set claim, fenced finish, retry, cancel, results, reads.
+
+Each operation is written once and run by either driver (``db.run(op)`` in workers, ``await
+db.arun(op)`` in the gateway). Each transition is one statement (:mod:`receipts.store.statements`):
+the state change, its line in the ``receipt_events`` timeline and the webhook outbox rows announcing
+it commit together, and the committed receipt is announced to the database's listeners.
+
+Two rules keep concurrent workers honest (DESIGN.md, guarantee 2):
+
+* a claim is ``UPDATE ... WHERE status = 'pending'``: zero rows means somebody else has it;
+* every later write is also ``WHERE attempt = :attempt``: the attempt number is a fencing token, so
+  a worker whose lease was reclaimed cannot overwrite what the next attempt wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from receipts import cursors, states
+from receipts.db import Announce, Query, Steps, operation
+from receipts.errors import IdempotencyMismatch, InvalidTransition, NotFound
+from receipts.ids import new_id
+from receipts.records import Event, Page, Receipt, ToolSpec
+from receipts.store import statements as sql
+
+LIST_KIND = "receipts"
+
+
+def fingerprint(request: dict[str, Any]) -> str:
+    """A stable hash of a request body, to tell a replay from a different request under one key."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class NewCall:
+    """What the gateway (or a system tool) asks the store to accept."""
+
+    tenant_id: str
+    tool: ToolSpec
+    arguments: Any
+    deadline_s: float
+    trace_id: str | None = None
+    call_id: str | None = None
+    parent_id: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    webhook_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """How an attempt (or a client-run call) ended: the status to record and its output or error."""
+
+    status: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claimed attempt: the receipt as claimed, and how long its call has left (database time)."""
+
+    receipt: Receipt
+    time_left_s: float
+
+
+def error(code: str, message: str, *, retryable: bool = False, retry_after_ms: int | None = None,
+          details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An ``error`` object in the receipt's closed vocabulary."""
+    assert code in states.ERROR_CODES, code
+    return {"code": code, "message": message, "retryable": retryable, "retry_after_ms": retry_after_ms,
+            "details": details or {}}
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+def _transition(statement: str, params: dict[str, Any], *, target: str, actor: str,
+                detail: dict[str, Any] | None = None) -> Steps[tuple[Any, ...] | None]:
+    """Run one transition statement; its row (None: it matched nothing), announced once committed."""
+    event_type = states.EVENT_TYPES.get(target)
+    params.update(actor=actor, detail=Jsonb(detail or {}), event_type=event_type,
+                  event_pattern=f"%,{event_type},%")
+    row = yield Query(statement, params)
+    if row is not None:
+        yield Announce(Receipt.from_values(row), row[-1])
+    return row  # type: ignore[no-any-return]
+
+
+def _receipt(row: tuple[Any, ...] | None) -> Receipt | None:
+    return None if row is None else Receipt.from_values(row)
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def insert_params(call: NewCall, status: str) -> dict[str, Any]:
+    """The INSERT parameters of a newly accepted call."""
+    spec = call.tool
+    return {
+        "id": new_id("rcpt"), "tenant_id": call.tenant_id, "trace_id": call.trace_id or new_id("trace"),
+        "call_id": call.call_id, "parent_id": call.parent_id, "tool": spec.name, "kind": spec.kind,
+        "status": status, "input": Jsonb(call.arguments), "max_attempts": spec.max_attempts,
+        "idempotency_key": call.idempotency_key, "request_hash": call.request_hash,
+        "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url, "effect": spec.effect,
+        "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
+        "deadline_s": call.deadline_s, "published": status == states.PENDING,
+    }
+
+
+@operation
+def create(call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> Steps[tuple[Receipt, bool]]:
+    """Accept a call, or find the receipt its idempotency key already made: ``(receipt, replayed)``.
+
+    Concurrent duplicates under one key create exactly one receipt: the unique index decides,
+    ``ON CONFLICT DO NOTHING`` lets the loser read the winner.
+
+    Raises:
+        IdempotencyMismatch: the key was used before with a different request.
+    """
+    statement = sql.INSERT_ANNOUNCED_SQL if status in states.EVENT_TYPES else sql.INSERT_PENDING_SQL
+    row = yield from _transition(statement, insert_params(call, status), target=status, actor=actor)
+    if row is not None:
+        return Receipt.from_values(row), False
+    existing = _receipt((yield Query(sql.REPLAY, {"tenant_id": call.tenant_id, "key": call.idempotency_key})))
+    if existing is None:  # the conflicting receipt was purged in between: accept this one after all
+        return (yield from create(call, status=status, actor=actor).steps)
+    if existing.request_hash != call.request_hash:
+        raise IdempotencyMismatch(receipt_id=existing.id)
+    return existing, True
+
+
+@operation
+def claim(receipt_id: str, *, lease_s: float, actor: str) -> Steps[Lease | None]:
+    """pending -> running, bumping ``attempt`` and taking a lease; None for a duplicate delivery.
+
+    A receipt whose retry is not yet due (``available_at`` in the future) or whose deadline has
+    passed is not claimed: the early message is dropped, the sweeper settles the late one.
+    """
+    row = yield from _transition(sql.CLAIM_SQL, {"id": receipt_id, "lease_s": lease_s}, target=states.RUNNING,
+                                 actor=actor)
+    if row is None:
+        return None
+    return Lease(Receipt.from_values(row), row[-2])
+
+
+@operation
+def finish(receipt_id: str, attempt: int, result: Result, *, actor: str,
+           from_status: str = states.RUNNING) -> Steps[Receipt | None]:
+    """running (or ``from_status``) -> success|failed|partially_succeeded, fenced by ``attempt``;
+    None if fenced out."""
+    assert states.can_move(from_status, result.status), (from_status, result.status)
+    params = {"id": receipt_id, "attempt": attempt, "target": result.status, "before": from_status,
+              "output": _json(result.output), "error": _json(result.error)}
+    detail = {"error": result.error} if result.error is not None else None
+    return _receipt((yield from _transition(sql.FINISH_SQL, params, target=result.status, actor=actor,
+                                            detail=detail)))
+
+
+@operation
+def retry_later(receipt_id: str, attempt: int, err: dict[str, Any], *, delay_s: float, published: bool,
+                actor: str) -> Steps[Receipt | None]:
+    """running -> pending with the retry due in ``delay_s`` (database time), fenced by ``attempt``.
+
+    ``published`` says whether the caller will send the message itself (with a countdown); if
+    not, ``published_at`` stays empty and the sweeper enqueues the retry when it is due.
+    """
+    params = {"id": receipt_id, "attempt": attempt, "error": Jsonb(err), "delay_s": delay_s, "published": published}
+    detail = {"error": err, "retry_in_s": round(delay_s, 3)}
+    return _receipt((yield from _transition(sql.RETRY_SQL, params, target=states.PENDING, actor=actor,
+                                            detail=detail)))
+
+
+@operation
+def complete_waiting(tenant_id: str, receipt_id: str, result: Result, *, actor: str) -> Steps[Receipt]:
+    """waiting -> success|failed for a client-run (function) tool.
+
+    Raises:
+        NotFound: no such receipt for this tenant.
+        InvalidTransition: the receipt is not waiting (a result was already posted, or it expired).
+    """
+    params = {"id": receipt_id, "tenant_id": tenant_id, "target": result.status,
+              "output": _json(result.output), "error": _json(result.error)}
+    detail = {"error": result.error} if result.error is not None else None
+    receipt = _receipt((yield from _transition(sql.COMPLETE_WAITING_SQL, params, target=result.status,
+                                               actor=actor, detail=detail)))
+    if receipt is not None:
+        return receipt
+    current = yield from get(tenant_id, receipt_id).steps
+    if current.status == states.WAITING:  # past its deadline; the sweeper is about to expire it
+        raise InvalidTransition(f"the deadline for this result passed at {current.deadline_at.isoformat()}",
+                                status=current.status)
+    raise InvalidTransition(f"receipt is {current.status}, not waiting", status=current.status)
+
+
+@operation
+def cancel(tenant_id: str, receipt_id: str, *, actor: str = "api") -> Steps[Receipt]:
+    """Any non-terminal state -> canceled. A running worker's later finish is fenced out.
+
+    Raises:
+        NotFound: no such receipt for this tenant.
+        InvalidTransition: the receipt is already terminal.
+    """
+    params = {"id": receipt_id, "tenant_id": tenant_id, "error": Jsonb(error("canceled", "canceled by request"))}
+    receipt = _receipt((yield from _transition(sql.CANCEL_SQL, params, target=states.CANCELED, actor=actor)))
+    if receipt is not None:
+        return receipt
+    current = yield from get(tenant_id, receipt_id).steps
+    raise InvalidTransition(f"receipt is already {current.status}", status=current.status)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+@operation
+def load(receipt_id: str) -> Steps[Receipt | None]:
+    """A receipt by id, whatever its tenant (for workers and the sweeper)."""
+    return _receipt((yield Query(sql.LOAD, {"id": receipt_id})))
+
+
+@operation
+def get(tenant_id: str, receipt_id: str) -> Steps[Receipt]:
+    """A tenant's receipt. Another tenant's id is NotFound, exactly like an unknown one."""
+    receipt = _receipt((yield Query(sql.GET, {"id": receipt_id, "tenant_id": tenant_id})))
+    if receipt is None:
+        raise NotFound(f"no receipt {receipt_id}")
+    return receipt
+
+
+@operation
+def list_receipts(tenant_id: str, *, trace_id: str | None = None, status: str | None = None,
+                  tool: str | None = None, parent_id: str | None = None, limit: int = 50,
+                  cursor: str | None = None) -> Steps[Page]:
+    """Newest first, ``limit`` at a time; ``next_cursor`` continues where the page ended.
+
+    Raises:
+        InvalidCursor: ``cursor`` is not a ``next_cursor`` of this list.
+    """
+    position = cursors.check(LIST_KIND, cursor)
+    values = {"trace_id": trace_id, "status": status, "tool": tool, "parent_id": parent_id}
+    filters = tuple(name for name in sql.LIST_FILTERS if values[name] is not None)
+    params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit + 1, **{k: values[k] for k in filters}}
+    if position is not None:
+        params["before_id"] = position[0]
+    rows = yield Query(sql.list_sql(filters, after=position is not None), params, fetch="all")
+    return cursors.page(LIST_KIND, [Receipt.from_values(row) for row in rows[:limit]], lambda r: (r.id,),
+                        more=len(rows) > limit)
+
+
+@operation
+def events(tenant_id: str, receipt_id: str) -> Steps[list[Event]]:
+    """The timeline of a tenant's receipt, oldest first.
+
+    Raises:
+        NotFound: no such receipt for this tenant.
+    """
+    rows = yield Query(sql.EVENTS, {"id": receipt_id, "tenant_id": tenant_id}, fetch="all")
+    if not rows:
+        raise NotFound(f"no receipt {receipt_id}")
+    return [Event.from_values(row) for row in rows]

@@ -1,0 +1,170 @@
+"""The SQL of receipt transitions and reads. Each transition is ONE statement: one round trip, atomic.
+
+A transition is three writes that must commit together: the conditional UPDATE (or the INSERT of a
+new receipt), its line in ``receipt_events`` and the webhook outbox rows announcing it. They are
+data-modifying CTEs of a single statement, which PostgreSQL applies atomically on its own, so no
+BEGIN/COMMIT round trips are needed and nothing is weakened: the compare-and-set and the attempt
+fence stay in the UPDATE's WHERE clause, and the timeline and outbox rows are written from the
+UPDATE's RETURNING, so they exist exactly when the transition happened.
+
+Time is the database's: every timestamp written or compared here is ``now()`` (the statement's
+start, in autocommit), never a host's clock, so a host whose clock is wrong cannot claim too early,
+keep a lease too long or have a live attempt reclaimed under it.
+
+The webhook payload is rendered inside the statement from :data:`receipts.records.API_FIELDS`, the
+same list ``Receipt.to_api()`` uses, so the two renderings cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from receipts import states
+from receipts.records import API_FIELDS, PG_ISO_FORMAT, RECEIPT_COLUMNS
+
+COLUMNS = ", ".join(RECEIPT_COLUMNS)
+NOW_ISO = f"to_char(now() AT TIME ZONE 'UTC', '{PG_ISO_FORMAT}')"
+
+
+def _in(statuses: frozenset[str] | set[str]) -> str:
+    """A SQL list of status literals (from the state machine, never from input)."""
+    return "(" + ", ".join(f"'{status}'" for status in sorted(statuses)) + ")"
+
+
+def api_json(alias: str, *, builder: str = "jsonb_build_object") -> str:
+    """The receipt's API shape as a SQL expression over the row ``alias`` (see ``Receipt.to_api``)."""
+    fields = []
+    for name, is_time in API_FIELDS:
+        value = f"to_char({alias}.{name} AT TIME ZONE 'UTC', '{PG_ISO_FORMAT}')" if is_time else f"{alias}.{name}"
+        fields.append(f"'{name}', {value}")
+    return f"{builder}({', '.join(fields)})"
+
+
+TIMELINE = """
+ev AS (
+    INSERT INTO receipt_events (receipt_id, at, from_status, to_status, attempt, actor, detail)
+    SELECT r.id, now(), r.before_status, r.status, r.attempt, %(actor)s, {detail} FROM r
+)"""
+
+OUTBOX = f"""
+m AS (
+    INSERT INTO webhook_messages (id, tenant_id, endpoint_id, url, event_type, receipt_id, payload, status,
+                                  attempts, next_attempt_at, created_at, updated_at)
+    SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), r.tenant_id, t.endpoint_id, t.url,
+           %(event_type)s::text, r.id,
+           jsonb_build_object('type', %(event_type)s::text, 'timestamp', {NOW_ISO}, 'data', {api_json("r")}),
+           'pending', 0, now(), now(), now()
+    FROM r CROSS JOIN LATERAL (
+        SELECT e.id AS endpoint_id, NULL::text AS url FROM webhook_endpoints e
+        WHERE e.tenant_id = r.tenant_id AND e.enabled
+          AND (e.event_types = '' OR e.event_types LIKE %(event_pattern)s)
+        UNION ALL
+        SELECT NULL, r.webhook_url WHERE r.webhook_url IS NOT NULL
+    ) AS t
+    RETURNING 1
+)"""
+
+
+def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s") -> str:
+    """``row_statement`` (an INSERT or UPDATE ... RETURNING the receipt's columns and ``before_status``)
+    with its timeline and outbox writes.
+
+    The statement returns one row (what ``row_statement`` returns, then how many webhook messages it
+    queued) when the transition happened, none when it did not. ``detail`` is the SQL of the timeline
+    event's detail (by default the ``detail`` parameter; a sweep derives it from each row).
+    """
+    ctes = [f"r AS ({row_statement})", TIMELINE.format(detail=detail)]
+    if announce:
+        ctes.append(OUTBOX)
+    queued = "(SELECT count(*) FROM m)" if announce else "0"
+    return "WITH " + ",".join(ctes) + f"\nSELECT r.*, {queued} AS outbox_messages FROM r"
+
+
+RETURNING = f"RETURNING {COLUMNS}"
+
+# A new call. Its deadline is the database's now() plus the call's timeout; a pending call is
+# published at once (published_at), a waiting one is not published at all.
+INSERT = f"""
+INSERT INTO receipts ({COLUMNS})
+VALUES (%(id)s, %(tenant_id)s, %(trace_id)s, %(call_id)s, %(parent_id)s, %(tool)s, %(kind)s, %(status)s,
+        %(input)s, NULL, NULL, 0, %(max_attempts)s, %(idempotency_key)s, %(request_hash)s, %(metadata)s,
+        %(webhook_url)s, %(effect)s, %(idempotent)s, %(timeout_s)s, %(queue)s, now(), now(), NULL, NULL,
+        now() + make_interval(secs => %(deadline_s)s), now(),
+        CASE WHEN %(published)s THEN now() END, NULL)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+{RETURNING}, NULL::text AS before_status"""
+
+# The guards after ``id = %(id)s`` are wrapped in ``(...) IS TRUE`` (the same test: NULL fails either
+# way) so that they cannot match a partial index on open receipts. Written plainly, a claim's
+# ``status = 'pending' AND deadline_at > now()`` lets the planner walk every open receipt's deadline
+# and filter on the id, which it does without fresh statistics: each claim then cost as much as the
+# backlog was long. This way the primary key is the only path to the row.
+#
+# A claim also returns how long the call has left (the deadline minus the database's now()), so the
+# worker sizes the attempt's timeout without reading its own clock.
+CLAIM = f"""
+UPDATE receipts SET status = 'running', updated_at = now(), attempt = attempt + 1,
+       lease_expires_at = now() + make_interval(secs => %(lease_s)s), started_at = now()
+WHERE id = %(id)s
+  AND (status = 'pending' AND available_at <= now() + interval '1 second' AND deadline_at > now()) IS TRUE
+{RETURNING}, 'pending'::text AS before_status,
+          extract(epoch FROM deadline_at - now())::float8 AS time_left_s"""
+
+FINISH = f"""
+UPDATE receipts SET status = %(target)s, updated_at = now(), output = %(output)s, error = %(error)s,
+       finished_at = now(), lease_expires_at = NULL
+WHERE id = %(id)s AND (status = %(before)s AND attempt = %(attempt)s) IS TRUE
+{RETURNING}, %(before)s::text AS before_status"""
+
+RETRY = f"""
+UPDATE receipts SET status = 'pending', updated_at = now(), error = %(error)s,
+       available_at = now() + make_interval(secs => %(delay_s)s),
+       published_at = CASE WHEN %(published)s THEN now() + make_interval(secs => %(delay_s)s) END,
+       lease_expires_at = NULL
+WHERE id = %(id)s AND (status = 'running' AND attempt = %(attempt)s) IS TRUE
+{RETURNING}, 'running'::text AS before_status"""
+
+# Cancel: whatever non-terminal state the receipt is in, read under a row lock so a concurrent
+# claim or finish either commits first (and is seen) or waits for this one (and is fenced out).
+CANCEL = f"""
+WITH old AS (
+    SELECT id, status FROM receipts WHERE id = %(id)s AND tenant_id = %(tenant_id)s FOR UPDATE
+)
+UPDATE receipts SET status = 'canceled', updated_at = now(), error = %(error)s, finished_at = now(),
+       lease_expires_at = NULL
+FROM old WHERE receipts.id = old.id AND old.status IN {_in(states.sources_of(states.CANCELED))}
+RETURNING {", ".join(f"receipts.{c}" for c in RECEIPT_COLUMNS)}, old.status AS before_status"""
+
+# A client-run (function) tool's result: only while it waits and before its deadline.
+COMPLETE_WAITING = f"""
+UPDATE receipts SET status = %(target)s, updated_at = now(), output = %(output)s, error = %(error)s,
+       finished_at = now()
+WHERE id = %(id)s AND (tenant_id = %(tenant_id)s AND status = 'waiting' AND deadline_at > now()) IS TRUE
+{RETURNING}, 'waiting'::text AS before_status"""
+
+INSERT_PENDING_SQL = transition(INSERT, announce=False)  # pending is not announced: the 202 says it
+INSERT_ANNOUNCED_SQL = transition(INSERT, announce=True)
+CLAIM_SQL = transition(CLAIM, announce=True)
+FINISH_SQL = transition(FINISH, announce=True)
+RETRY_SQL = transition(RETRY, announce=False)
+CANCEL_SQL = transition(CANCEL, announce=True)
+COMPLETE_WAITING_SQL = transition(COMPLETE_WAITING, announce=True)
+
+# -- reads ----------------------------------------------------------------------------------------
+
+GET = f"SELECT {COLUMNS} FROM receipts WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
+LOAD = f"SELECT {COLUMNS} FROM receipts WHERE id = %(id)s"
+REPLAY = f"SELECT {COLUMNS} FROM receipts WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
+# Every receipt has at least its creation in the timeline, so no row means no such receipt.
+EVENTS = """
+SELECT e.id, e.receipt_id, e.at, e.from_status, e.to_status, e.attempt, e.actor, e.detail
+FROM receipt_events e JOIN receipts r ON r.id = e.receipt_id
+WHERE r.id = %(id)s AND r.tenant_id = %(tenant_id)s
+ORDER BY e.id"""
+LIST_FILTERS = ("trace_id", "status", "tool", "parent_id")
+
+
+def list_sql(filters: tuple[str, ...], *, after: bool) -> str:
+    """A tenant's receipts newest first, with equality ``filters`` (names of :data:`LIST_FILTERS`)."""
+    conditions = ["tenant_id = %(tenant_id)s", *(f"{name} = %({name})s" for name in filters)]
+    if after:
+        conditions.append("id < %(before_id)s")
+    return f"SELECT {COLUMNS} FROM receipts WHERE {' AND '.join(conditions)} ORDER BY id DESC LIMIT %(limit)s"

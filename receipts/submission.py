@@ -1,0 +1,105 @@
+"""Submitting a call: a request to call a tool becomes the call the store accepts, or a clear refusal.
+
+One function for every way in: ``POST /v1/tool-calls``, the calls of a batch, an agent run's tool
+calls, and the ``tool_calls_create`` system tool. It checks the arguments against the tool's JSON
+Schema, works out the call's deadline, and fingerprints the request for its idempotency key; the
+caller looks the tool up, stores the call (:func:`receipts.store.calls.create`) and publishes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from receipts import states
+from receipts.errors import InvalidInput
+from receipts.records import ToolSpec
+from receipts.settings import Settings
+from receipts.store.calls import NewCall, fingerprint
+
+
+@dataclass(frozen=True)
+class CheckedTool:
+    """A catalogue entry with its compiled argument validator."""
+
+    spec: ToolSpec
+    validator: Draft202012Validator
+
+    @classmethod
+    def of(cls, spec: ToolSpec) -> CheckedTool:
+        return cls(spec, Draft202012Validator(spec.parameters))
+
+    def errors(self, arguments: Any, prefix: str = "arguments") -> list[dict[str, str]]:
+        """Every schema violation as ``{field, message}``, fields prefixed with ``prefix``."""
+        found = []
+        for err in sorted(self.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path))):
+            found.append({"field": ".".join([prefix, *map(str, err.absolute_path)]), "message": err.message})
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """What a caller asks for, before it is checked."""
+
+    tool: str
+    arguments: Any = field(default_factory=dict)
+    trace_id: str | None = None
+    call_id: str | None = None
+    parent_id: str | None = None
+    idempotency_key: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float | None = None
+    webhook_url: str | None = None
+
+
+def deadline_for(settings: Settings, spec: ToolSpec, timeout_s: float | None) -> float:
+    """Seconds from acceptance to the call's deadline.
+
+    A function tool's ``timeout_s`` is how long its calls wait for the client's result (by default 24 h);
+    any other call has ``TOOLRELAY_CALL_DEADLINE_S`` unless the request says otherwise.
+
+    Raises:
+        InvalidInput: longer than ``TOOLRELAY_FUNCTION_DEADLINE_MAX_S``.
+    """
+    deadline = timeout_s or (spec.timeout_s if spec.kind == "function" else settings.call_deadline_s)
+    limit = settings.function_deadline_max_s
+    if deadline > limit:
+        raise InvalidInput(f"timeout_s must be at most {limit:g} seconds",
+                           errors=[{"field": "timeout_s", "message": f"must be at most {limit:g} seconds"}])
+    return deadline
+
+
+def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: CallRequest, *,
+            request_body: dict[str, Any] | None = None) -> NewCall:
+    """The call to store for ``request`` to ``checked``'s tool.
+
+    ``request_body`` is what a replay under the same idempotency key must repeat (by default the
+    request's own fields).
+
+    Raises:
+        InvalidInput: the arguments do not match the tool's schema (every violation, by field), or
+            the timeout is out of range.
+    """
+    errors = checked.errors(request.arguments)
+    if errors:
+        raise InvalidInput(f"arguments do not match the schema of {request.tool!r}", errors=errors)
+    spec = checked.spec
+    request_hash = None
+    if request.idempotency_key is not None:
+        body = request_body if request_body is not None else {
+            "tool": request.tool, "arguments": request.arguments, "trace_id": request.trace_id,
+            "call_id": request.call_id, "metadata": request.metadata, "timeout_s": request.timeout_s,
+            "webhook_url": request.webhook_url}
+        request_hash = fingerprint({k: v for k, v in body.items() if v is not None})
+    return NewCall(tenant_id=tenant_id, tool=spec, arguments=request.arguments,
+                   deadline_s=deadline_for(settings, spec, request.timeout_s), trace_id=request.trace_id,
+                   call_id=request.call_id, parent_id=request.parent_id, idempotency_key=request.idempotency_key,
+                   request_hash=request_hash, metadata=request.metadata, webhook_url=request.webhook_url)
+
+
+def initial_status(spec: ToolSpec) -> str:
+    """The status a new call starts in: a client-run (function) tool waits for its client."""
+    return states.WAITING if spec.kind == "function" else states.PENDING
+

@@ -1,0 +1,1 @@
+"""Webhook persistence: endpoints and secrets (the API side), the delivery queue (the dispatcher side), nudges."""

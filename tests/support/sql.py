@@ -1,0 +1,34 @@
+"""Plain SQL against a test's database, for tests that look at (or change) rows directly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from receipts.db import Database, Query, Steps, operation
+from receipts.db.operations import Fetch
+
+
+@operation
+def _run(sql: str, params: dict[str, Any], fetch: Fetch) -> Steps[Any]:
+    return (yield Query(sql, params or None, fetch=fetch))
+
+
+def one(db: Database, sql: str, **params: Any) -> tuple[Any, ...] | None:
+    """The first row of ``sql``."""
+    return db.run(_run(sql, params, "one"))  # type: ignore[no-any-return]
+
+
+def rows(db: Database, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Every row of ``sql``."""
+    return db.run(_run(sql, params, "all"))  # type: ignore[no-any-return]
+
+
+def value(db: Database, sql: str, **params: Any) -> Any:
+    """The first column of the first row of ``sql`` (None without a row)."""
+    row = one(db, sql, **params)
+    return None if row is None else row[0]
+
+
+def execute(db: Database, sql: str, **params: Any) -> int:
+    """Run ``sql``; how many rows it touched."""
+    return db.run(_run(sql, params, "rowcount"))  # type: ignore[no-any-return]
