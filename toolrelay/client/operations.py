@@ -131,28 +131,28 @@ def with_cursor(operation: Operation[Page[T]], cursor: str) -> Operation[Page[T]
 
 def _segment(value: str) -> str:
     """An id as one path segment: required, and never able to reach another route."""
-    if not value:
-        raise ValueError("an id is required")
+    if not value or value in (".", ".."):  # "" or a dot segment would name the listing or a parent route
+        raise ValueError(f"not an id: {value!r}")
     return quote(value, safe="")
 
 
-def _given(operation: str, fields: Mapping[str, Any], allowed: type) -> dict[str, Any]:
+def _given(name: str, fields: Mapping[str, Any], allowed: type) -> dict[str, Any]:
     """The fields that were given a value; a name the API does not know is a TypeError."""
     known = allowed.__optional_keys__ | allowed.__required_keys__  # type: ignore[attr-defined]
     unknown = sorted(set(fields) - known)
     if unknown:
-        raise TypeError(f"{operation}() got unexpected field(s) {', '.join(unknown)}; "
+        raise TypeError(f"{name}() got unexpected field(s) {', '.join(unknown)}; "
                         f"it takes {', '.join(sorted(known))}")
-    return {name: dict(value) if isinstance(value, Mapping) else value
-            for name, value in fields.items() if value is not None}
+    return {key: dict(value) if isinstance(value, Mapping) else value
+            for key, value in fields.items() if value is not None}
 
 
-def _accepting(operation: str, method: str, path: str, parse: Callable[[httpx.Response], T], body: dict[str, Any],
+def _accepting(name: str, path: str, parse: Callable[[httpx.Response], T], body: dict[str, Any],
                fields: Mapping[str, Any], allowed: type) -> Operation[T]:
     """A POST that creates something: the optional fields in the body, the idempotency key as a header."""
-    given = _given(operation, fields, allowed)
+    given = _given(name, fields, allowed)
     key = given.pop("idempotency_key", None)
-    return Operation(method, path, parse, json={**body, **given},
+    return Operation("POST", path, parse, json={**body, **given},
                      headers={"Idempotency-Key": key} if key is not None else {},
                      holds_s=float(given.get("wait_s") or 0))
 
@@ -172,7 +172,7 @@ _run = responses.one(Run)
 
 def submit(tool: str, arguments: Mapping[str, Any] | None = None, **fields: Unpack[SubmitFields]) -> Operation[Receipt]:
     """``POST /v1/tool-calls``: 202 with the pending receipt; 200 when terminal within wait_s, or replayed."""
-    return _accepting("submit", "POST", "/v1/tool-calls", _receipt,
+    return _accepting("submit", "/v1/tool-calls", _receipt,
                       {"tool": tool, "arguments": dict(arguments or {})}, fields, SubmitFields)
 
 
@@ -226,7 +226,7 @@ def reject(receipt_id: str, by: str, reason: str | None = None) -> Operation[Rec
 
 def batch(format: str, message: Any, **fields: Unpack[BatchFields]) -> Operation[Batch]:
     """``POST /v1/batches``: a model's tool calls in its own ``format`` (openai_chat, openai_responses, anthropic)."""
-    return _accepting("batch", "POST", "/v1/batches", _batch, {"format": format, "message": message},
+    return _accepting("batch", "/v1/batches", _batch, {"format": format, "message": message},
                       fields, BatchFields)
 
 
@@ -240,7 +240,7 @@ def run(model: str, input: str | Sequence[Mapping[str, Any]], tools: Sequence[st
     """``POST /v1/runs``: an agent run of ``model`` on ``input`` (text or chat messages) with ``tools``."""
     body = {"model": model, "input": input if isinstance(input, str) else [dict(m) for m in input],
             "tools": list(tools)}
-    return _accepting("run", "POST", "/v1/runs", _run, body, fields, RunFields)
+    return _accepting("run", "/v1/runs", _run, body, fields, RunFields)
 
 
 def get_run(run_id: str, wait_s: float | None = None) -> Operation[Run]:

@@ -50,8 +50,9 @@ def test_get_receipt_long_polls_only_when_asked() -> None:
 def test_ids_stay_one_path_segment() -> None:
     assert operations.get_receipt("../tools").path == "/v1/receipts/..%2Ftools"
     assert operations.cancel("a b?c").path == "/v1/receipts/a%20b%3Fc/cancel"
-    with pytest.raises(ValueError, match="id is required"):
-        operations.get_receipt("")
+    for bad in ("", ".", ".."):
+        with pytest.raises(ValueError, match="not an id"):
+            operations.get_receipt(bad)
 
 
 def test_list_receipts_sends_the_filters_and_follows_a_cursor() -> None:
