@@ -128,7 +128,7 @@ def test_events_are_the_timeline(client: Client) -> None:
 
 
 def test_wait_times_out_then_cancel_ends_the_call_and_a_second_cancel_conflicts(client: Client) -> None:
-    receipt = client.submit("sleep", {"seconds": 5})
+    receipt = client.submit("sleep", {"seconds": 3})
     with pytest.raises(WaitTimeout, match=f"{receipt.id} is still") as late:
         client.wait(receipt.id, timeout=0.5)
     assert late.value.receipt.status in ("pending", "running")
@@ -189,7 +189,7 @@ def test_the_async_client_does_the_same(stack: Stack) -> None:
             settled = await client.submit("calculate", {"expression": "6 * 7"}, trace_id=trace_id, wait_s=10)
             listed = [receipt.id async for receipt in client.list(trace_id=trace_id, limit=2)]
             events = await client.events(waited.id)
-            sleeping = await client.submit("sleep", {"seconds": 5})
+            sleeping = await client.submit("sleep", {"seconds": 3})
             canceled = await client.cancel(sleeping.id)
             try:
                 await client.cancel(sleeping.id)
