@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from receipts.tenants import Tenants
+from receipts.tenants import create_key
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack, free_port, running_stack
 from toolrelay.client import (
@@ -213,7 +213,7 @@ def test_the_async_client_does_the_same(stack: Stack) -> None:
 
 
 def test_verify_webhook_accepts_a_real_delivery_and_refuses_a_tampered_body(stack: Stack) -> None:
-    key = Tenants(stack.db).create_key(f"sdk-hooks-{uuid.uuid4().hex[:8]}")  # its own endpoints and messages
+    key = stack.db.run(create_key(f"sdk-hooks-{uuid.uuid4().hex[:8]}"))  # its own endpoints and messages
     with Receiver() as receiver, stack.client(key) as http, Client(stack.base_url, api_key=key) as client:
         endpoint = http.post("/v1/webhook-endpoints", json={"url": receiver.url, "event_types": ["receipt.succeeded"]})
         assert endpoint.status_code == 201, endpoint.text
