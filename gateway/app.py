@@ -11,6 +11,7 @@ from celery import Celery
 from fastapi import FastAPI
 
 from gateway import problems
+from gateway.console import routes as console
 from gateway.limits import BodyLimit
 from gateway.publisher import BatchPublisher, RedisPublisher
 from gateway.routes import health, integrations, receipts, tools, webhooks
@@ -78,5 +79,6 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     app.include_router(webhooks.router)
     app.include_router(integrations.router)
     app.include_router(health.router)
+    app.include_router(console.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
