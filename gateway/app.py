@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from celery import Celery
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from gateway import problems
 from gateway.console import routes as console
@@ -66,7 +67,8 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
         elif publisher is not None:
             publisher.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs with its script and CSS served from here, not from a CDN
+        redoc_url=None,  # ReDoc's page fetches its logo from its vendor's CDN: /docs is the one API page
         title="toolrelay",
         version="0.1.0",
         description="Durable, verifiable execution of LLM tool calls: receipts, workers, signed webhooks.",
