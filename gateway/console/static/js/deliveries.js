@@ -5,9 +5,10 @@ import { button, h, problemBox, show, span, statusBadge, when } from "./dom.js";
 
 function attemptList(attempts) {
   if (!attempts.length) return h("span", { class: "muted" }, "not sent yet");
-  return h("ol", { class: "attempts" }, attempts.map((attempt) => h("li", { class: attempt.success ? "ok" : "ko" },
-    h("code", {}, attempt.status_code ?? "—"), ` ${span(attempt.latency_ms)} at ${when(attempt.at)}`,
-    attempt.error ? h("span", { class: "error-code" }, ` ${attempt.error}`) : null)));
+  return h("ol", { class: "attempts" }, attempts.map((attempt) => h("li", {
+    class: attempt.success ? "hit-ok" : "hit-ko", title: `${when(attempt.at)}${attempt.response ? `\n${attempt.response}` : ""}`,
+  }, h("code", {}, attempt.status_code ?? "—"), ` · ${span(attempt.latency_ms)} · ${when(attempt.at).slice(11, 23)}`,
+  attempt.error ? h("span", { class: "error-code" }, ` ${attempt.error}`) : null)));
 }
 
 /** `retried(delivery)` runs after a retry was accepted, with the delivery as the API answered. */

@@ -3,7 +3,7 @@
 // (the list is newest first, so the first receipt older than "after" ends the listing).
 
 import { get } from "../api.js";
-import { h, show, span, statusBadge, when } from "../dom.js";
+import { button, h, show, span, statusBadge, when } from "../dom.js";
 
 const STATUSES = ["pending", "running", "waiting", "success", "failed", "partially_succeeded", "canceled"];
 const QUICK = [["", "All"], ["failed", "Failed"], ["running", "Running"], ["pending", "Pending"],
@@ -115,5 +115,6 @@ export async function render(view, params) {
     h("p", { class: "paging" },
       skipped ? h("span", { class: "muted" }, `${skipped} newer than the window not shown. `) : null,
       params.get("cursor") ? h("a", { href: hashFor(first) }, "« First page") : null,
-      next ? h("a", { href: hashFor(paging), "data-testid": "next-page" }, "Next page »") : null));
+      next ? h("a", { href: hashFor(paging), "data-testid": "next-page" }, "Next page »") : null,
+      button("Refresh", { "data-action": "refresh" }, () => render(view, params))));
 }
