@@ -44,7 +44,7 @@ def static_file(relative: str) -> Path | None:
 
 @router.get("/console")
 async def console_root() -> Response:
-    # The pages load their modules by relative URL, so they must be served from the folder's URL.
+    """To ``/console/``: the page loads its modules by relative URL, which must resolve under it."""
     return RedirectResponse("/console/", status_code=308)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import httpx
@@ -72,6 +73,13 @@ def test_a_retried_call_shows_each_attempt_and_the_backoff_between(page: Page, s
     screenshot(page, "receipt-retried")
 
 
+def clear(page: Page) -> None:
+    """Clear the filters and wait for the unfiltered list (the filter form is drawn anew)."""
+    page.locator("[data-testid=receipt-filters] a.reset").click()
+    expect(page).to_have_url(re.compile(r"#/receipts$"))
+    expect(page.locator("[data-receipt-id]")).to_have_count(3)
+
+
 def test_filters_narrow_the_receipts_by_tool_trace_and_time(page: Page, scenario: Scenario) -> None:
     sign_in(page, scenario)
     rows = page.locator("[data-receipt-id]")
@@ -82,19 +90,19 @@ def test_filters_narrow_the_receipts_by_tool_trace_and_time(page: Page, scenario
     expect(rows).to_have_count(1)
     expect(page.locator(f"[data-receipt-id={scenario.retried['id']}]")).to_be_visible()
 
-    form.locator("a.reset").click()
+    clear(page)
     form.locator("input[name=trace_id]").fill(scenario.failed["trace_id"])
     form.locator("button[type=submit]").click()
     expect(rows).to_have_count(1)
     expect(page.locator(f"[data-receipt-id={scenario.failed['id']}]")).to_be_visible()
 
-    form.locator("a.reset").click()
+    clear(page)
     form.locator("input[name=before]").fill("2000-01-01T00:00:00")
     form.locator("button[type=submit]").click()
     expect(page.get_by_text("No receipts match these filters.")).to_be_visible()
     expect(page.get_by_text("3 newer than the window not shown.")).to_be_visible()
 
-    form.locator("a.reset").click()
+    clear(page)
     form.locator("input[name=after]").fill("2000-01-01T00:00:00")
     form.locator("button[type=submit]").click()
     expect(rows).to_have_count(3)

@@ -43,11 +43,12 @@ def test_a_decision_the_server_cannot_take_is_shown_as_its_problem(page: Page, s
     def as_requested(route: Route) -> None:
         response = route.fetch()
         body = response.json()
-        for receipt in body["data"]:
+        for receipt in body.get("data", [body]):
             receipt["approval"] = {"state": "requested"}
         route.fulfill(response=response, body=json.dumps(body))
 
     page.route("**/v1/receipts?status=waiting*", as_requested)
+    page.route(f"**/v1/receipts/{waiting['id']}", as_requested)
     sign_in(page, scenario, key=key)
     page.locator("[data-nav=approvals]").click()
     row = page.locator(f"[data-testid=approvals] [data-receipt-id={waiting['id']}]")
@@ -64,6 +65,15 @@ def test_a_decision_the_server_cannot_take_is_shown_as_its_problem(page: Page, s
     row.locator("[data-action=reject]").click()
     expect(problem).to_contain_text(f"POST /v1/receipts/{waiting['id']}/reject")
     screenshot(page, "approvals-problem")
+
+    row.locator("a").first.click()  # the receipt's own page has the same buttons
+    with scenario.stack.client(key) as client:
+        events = client.get(f"/v1/receipts/{waiting['id']}/events").json()["data"]
+    expect(page.locator("[data-testid=timeline] [data-event]")).to_have_count(len(events))
+    page.locator("input[name=by]").fill("ana")
+    page.locator("[data-action=reject]").click()
+    expect(page.locator(".approval [data-testid=problem]")).to_have_attribute("data-status", "404")
+    expect(page.locator("[data-action=approve]")).to_be_visible()
     with scenario.stack.client(key) as client:
         assert client.get(f"/v1/receipts/{waiting['id']}").json()["status"] == "waiting"
 

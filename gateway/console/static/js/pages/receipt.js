@@ -57,14 +57,14 @@ async function deliveriesOf(receiptId) {
   }
 }
 
-export async function render(view, id, _params, notice = null) {
+export async function render(view, id, params, notice = null) {
   show(view, h("h1", {}, "Receipt ", h("code", {}, id)), h("p", { class: "muted" }, "Loading…"));
   const [receipt, events, { deliveries, problem }] = await Promise.all([
     get(`/v1/receipts/${encodeURIComponent(id)}`),
     get(`/v1/receipts/${encodeURIComponent(id)}/events`).then((page) => page.data),
     deliveriesOf(id),
   ]);
-  const again = (message) => render(view, id, _params, message);
+  const again = (message) => render(view, id, params, message);
   const actions = h("div", { class: "actions" });
   if (awaitsApproval(receipt)) actions.append(approvalControls(receipt, () => again(null)));
   if (!TERMINAL.includes(receipt.status)) {

@@ -104,17 +104,23 @@ export function receiptTable(receipts) {
 }
 
 export async function render(view, params) {
-  show(view, h("h1", {}, "Receipts"), quickFilters(params), filterForm(params), h("p", { class: "muted" }, "Loading…"));
+  // The filters are drawn once; only the results below them wait for the API.
+  const results = h("div", { class: "results" }, h("p", { class: "muted" }, "Loading…"));
+  show(view, h("h1", {}, "Receipts"), quickFilters(params), filterForm(params), results);
+  await showResults(results, params);
+}
+
+async function showResults(results, params) {
   const { rows, next, skipped } = await load(params);
   const paging = new URLSearchParams(params);
   paging.set("cursor", next || "");
   const first = new URLSearchParams(params);
   first.delete("cursor");
-  show(view, h("h1", {}, "Receipts"), quickFilters(params), filterForm(params),
+  show(results,
     rows.length ? receiptTable(rows) : h("p", { class: "empty" }, "No receipts match these filters."),
     h("p", { class: "paging" },
       skipped ? h("span", { class: "muted" }, `${skipped} newer than the window not shown. `) : null,
       params.get("cursor") ? h("a", { href: hashFor(first) }, "« First page") : null,
       next ? h("a", { href: hashFor(paging), "data-testid": "next-page" }, "Next page »") : null,
-      button("Refresh", { "data-action": "refresh" }, () => render(view, params))));
+      button("Refresh", { "data-action": "refresh" }, () => showResults(results, params))));
 }
