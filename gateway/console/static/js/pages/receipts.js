@@ -87,8 +87,8 @@ export function receiptRow(receipt) {
     h("td", {}, statusBadge(receipt.status)),
     h("td", { class: "error-code" }, receipt.error ? receipt.error.code : ""),
     h("td", {}, `${receipt.attempt}/${receipt.max_attempts}`),
-    h("td", {}, when(receipt.created_at)),
-    h("td", {}, span(took)),
+    h("td", { class: "nowrap" }, when(receipt.created_at)),
+    h("td", { class: "nowrap" }, span(took)),
     h("td", { class: "trace" }, receipt.trace_id));
   const open = () => { location.hash = `#/receipts/${receipt.id}`; };
   row.addEventListener("click", (event) => { if (!event.target.closest("a")) open(); });
