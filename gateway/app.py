@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,7 +53,6 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         nonlocal listener
-        services.waiters.bind(asyncio.get_running_loop())
         await db.open_async(ASYNC_POOL_SIZE)
         listener = PostgresListener(db, services.waiters)
         listener.start()

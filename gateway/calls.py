@@ -63,7 +63,10 @@ async def accept(services: Services, tenant: Tenant, body: ToolCallRequest,
         await run_in_threadpool(check_url, services, body.webhook_url, field="webhook_url")  # DNS: off the loop
         await check_default_secret(services, tenant)
     status = initial_status(checked.spec)
-    receipt, replayed = await services.db.arun(calls.create(call, status=status))
+    if status == states.PENDING:
+        receipt, replayed = await services.accept_pending(call)
+    else:
+        receipt, replayed = await services.db.arun(calls.create(call, status=status))
     (services.metrics.replayed if replayed else services.metrics.accepted).labels(call.tool.name).inc()
     if not replayed and status == states.PENDING:
         publish(services, receipt)

@@ -8,6 +8,7 @@ from typing import Any
 
 Scope = dict[str, Any]
 FORM = b"application/x-www-form-urlencoded"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class BodyTooLarge(BaseException):
@@ -22,8 +23,8 @@ class BodyLimit:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            await self.app(scope, receive, send)  # nothing to limit: no wrapping on the hot read path
             return
         headers = scope.get("headers", [])
         for name, value in headers:
@@ -31,7 +32,7 @@ class BodyLimit:
                 await self._refuse(send)
                 return
         content_type = next((value for name, value in headers if name == b"content-type"), None)
-        if scope["method"] in ("POST", "PUT", "PATCH") and content_type in (None, FORM):
+        if content_type in (None, FORM):
             scope = {**scope, "headers": [(n, v) for n, v in headers if n != b"content-type"]
                      + [(b"content-type", b"application/json")]}
         seen = 0

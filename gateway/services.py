@@ -6,15 +6,19 @@ import time
 from collections.abc import Callable
 
 from gateway.auth import KeyCache
+from gateway.batching import Batcher
 from gateway.metrics import GatewayMetrics
 from gateway.waiters import Waiters
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
+from receipts.errors import NotFound
 from receipts.messages import TaskSender, publish_execute
 from receipts.outbound.guard import OutboundGuard
 from receipts.records import Receipt
 from receipts.secretbox import SecretBox
 from receipts.settings import Settings
+from receipts.store import calls
+from receipts.store.calls import Accepted, NewCall
 from receipts.submission import CheckedTool
 from receipts.webhooks.endpoints import Endpoints
 from receipts.webhooks.nudges import Nudger
@@ -56,6 +60,10 @@ class Services:
         # How an accepted receipt's execute message goes out: batched off the request path in
         # production (gateway/publisher.py), inline when a sender is handed in (embedded mode, tests).
         self.publish = publish or (lambda receipt: publish_execute(sender, receipt, grace_s=settings.lease_grace_s))
+        # Concurrent requests' reads of receipts, and their pending calls, go to PostgreSQL a batch
+        # per statement (gateway/batching.py).
+        self.read_receipt: Batcher[tuple[str, str], Receipt] = Batcher(self._read_many)
+        self.accept_pending: Batcher[NewCall, Accepted] = Batcher(self._accept_many)
         self.keys = KeyCache(db, settings.auth_cache_s)
         self.tools = ToolCache(db, settings.catalogue_cache_s)
         self.waiters = Waiters()
@@ -65,6 +73,15 @@ class Services:
         # Transitions made here (cancel, a client's result) nudge the dispatcher, so their webhook
         # messages go out at once.
         db.subscribe(Nudger(sender))
+
+    async def _read_many(self, wanted: list[tuple[str, str]]) -> list[Receipt | BaseException]:
+        found = await self.db.arun(calls.get_many(list(wanted)))
+        return [receipt or NotFound(f"no receipt {receipt_id}")
+                for receipt, (_, receipt_id) in zip(found, wanted, strict=True)]
+
+    async def _accept_many(self, new_calls: list[NewCall]) -> list[Accepted | BaseException]:
+        results = await self.db.arun(calls.create_many(new_calls))
+        return [*results]
 
     def box(self) -> SecretBox:
         """The secret box (SecretKeyMissing, a 503, when TOOLRELAY_SECRET_KEY is not set)."""

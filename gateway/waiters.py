@@ -1,8 +1,8 @@
 """Long-poll support: wake requests waiting on a receipt as soon as it settles, without polling storms.
 
-In-process transitions (the embedded mode, or this gateway's own cancel) notify directly. On
-PostgreSQL a trigger NOTIFYs ``toolrelay_receipts`` in the transaction that settles a receipt; one
-listener per gateway process, a task on its event loop, relays those to the waiting requests. It
+A trigger NOTIFYs ``toolrelay_receipts`` in the transaction that settles a receipt, whichever
+process made it; one listener per gateway process, a task on its event loop, relays those to the
+waiting requests. It
 LISTENs only while requests wait (and for :data:`LINGER_S` after the last one), so a gateway nobody
 long-polls is not woken for every receipt any worker settles. A slow periodic re-read covers the
 gap while the listener reconnects.
@@ -31,15 +31,11 @@ READY_WAIT_S = 2.0  # how long a waiter waits for LISTEN (the connection may be 
 
 
 class Waiters:
-    """Futures keyed by receipt id, resolved from any thread."""
+    """Futures keyed by receipt id, resolved on the event loop."""
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._waiting: dict[str, set[asyncio.Future[None]]] = defaultdict(set)
         self._listener: PostgresListener | None = None
-
-    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
 
     def attach(self, listener: PostgresListener) -> None:
         """Have :meth:`watch` make sure ``listener`` LISTENs before it lets a waiter read."""
@@ -70,13 +66,7 @@ class Waiters:
                     del self._waiting[receipt_id]
 
     def notify(self, receipt_id: str) -> None:
-        """Thread-safe: wake everything waiting on ``receipt_id``."""
-        loop = self._loop
-        if loop is None or receipt_id not in self._waiting:
-            return
-        loop.call_soon_threadsafe(self._wake, receipt_id)
-
-    def _wake(self, receipt_id: str) -> None:
+        """Wake everything waiting on ``receipt_id`` (call it on the event loop)."""
         for future in self._waiting.get(receipt_id, ()):
             if not future.done():
                 future.set_result(None)

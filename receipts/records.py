@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from receipts.outbound.templates import public_definition
 from receipts.states import TERMINAL
 
-ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_ZERO = timedelta(0)
 # The same format in PostgreSQL's to_char, for payloads rendered inside a statement (pg_statements.py).
 PG_ISO_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'
 
@@ -19,7 +19,9 @@ def iso(value: datetime | None) -> str | None:
     """ISO-8601 in UTC with microseconds and a ``Z`` suffix (always the same width), or None."""
     if value is None:
         return None
-    return value.astimezone(UTC).strftime(ISO_FORMAT)
+    if value.utcoffset() != _ZERO:
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 # The receipt's API shape: (column, is_timestamp), in order. to_api() and the PostgreSQL

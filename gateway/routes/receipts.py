@@ -34,7 +34,7 @@ async def wait_for_terminal(services: Services, tenant: Tenant, receipt_id: str,
     deadline = time.monotonic() + min(wait_s, services.settings.long_poll_max_s)
     while True:
         async with services.waiters.watch(receipt_id) as woken:
-            receipt = await services.db.arun(calls.get(tenant.id, receipt_id))
+            receipt = await services.read_receipt((tenant.id, receipt_id))
             left = deadline - time.monotonic()
             if receipt.terminal or left <= 0:
                 return receipt
@@ -73,7 +73,7 @@ async def get_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep,
     if wait_s:
         receipt = await wait_for_terminal(services, tenant, receipt_id, wait_s)
     else:
-        receipt = await services.db.arun(calls.get(tenant.id, receipt_id))
+        receipt = await services.read_receipt((tenant.id, receipt_id))
     return JSONResponse(receipt.to_api())
 
 

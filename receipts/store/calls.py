@@ -102,40 +102,78 @@ def _receipt(row: tuple[Any, ...] | None) -> Receipt | None:
 # -- writing ------------------------------------------------------------------------------------
 
 
-def insert_params(call: NewCall, status: str) -> dict[str, Any]:
-    """The INSERT parameters of a newly accepted call."""
-    spec = call.tool
-    return {
-        "id": new_id("rcpt"), "tenant_id": call.tenant_id, "trace_id": call.trace_id or new_id("trace"),
-        "call_id": call.call_id, "parent_id": call.parent_id, "tool": spec.name, "kind": spec.kind,
-        "status": status, "input": Jsonb(call.arguments), "max_attempts": spec.max_attempts,
-        "idempotency_key": call.idempotency_key, "request_hash": call.request_hash,
-        "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url, "effect": spec.effect,
-        "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
-        "deadline_s": call.deadline_s, "published": status == states.PENDING,
-    }
+def insert_params(calls: list[NewCall], status: str) -> dict[str, Any]:
+    """The INSERT parameters of newly accepted calls: one array per column, one element per call."""
+    columns: dict[str, list[Any]] = {name: [] for name, _ in sql.NEW_CALL_ARRAYS}
+    for call in calls:
+        spec = call.tool
+        row = {
+            "id": new_id("rcpt"), "tenant_id": call.tenant_id, "trace_id": call.trace_id or new_id("trace"),
+            "call_id": call.call_id, "parent_id": call.parent_id, "tool": spec.name, "kind": spec.kind,
+            "input": Jsonb(call.arguments), "max_attempts": spec.max_attempts,
+            "idempotency_key": call.idempotency_key, "request_hash": call.request_hash,
+            "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url, "effect": spec.effect,
+            "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
+            "deadline_s": call.deadline_s,
+        }
+        for name, values in columns.items():
+            values.append(row[name])
+    return {**columns, "status": status, "published": status == states.PENDING}
+
+
+Accepted = tuple[Receipt, bool]
 
 
 @operation
-def create(call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> Steps[tuple[Receipt, bool]]:
-    """Accept a call, or find the receipt its idempotency key already made: ``(receipt, replayed)``.
+def create_many(new_calls: list[NewCall], *, status: str = states.PENDING,
+                actor: str = "api") -> Steps[list[Accepted | IdempotencyMismatch]]:
+    """Accept calls in one statement; for each, in order, ``(receipt, replayed)`` or the refusal of a key
+    reused with a different request (:class:`IdempotencyMismatch`).
 
-    Concurrent duplicates under one key create exactly one receipt: the unique index decides,
-    ``ON CONFLICT DO NOTHING`` lets the loser read the winner.
+    A call whose idempotency key was used before gets the receipt that key made (``replayed``), so
+    concurrent duplicates under one key create exactly one receipt: the unique index decides, and
+    ``ON CONFLICT DO NOTHING`` lets the losers read the winner.
+    """
+    params = insert_params(new_calls, status)
+    statement = sql.INSERT_ANNOUNCED_SQL if status in states.EVENT_TYPES else sql.INSERT_PENDING_SQL
+    event_type = states.EVENT_TYPES.get(status)
+    params.update(actor=actor, detail=Jsonb({}), event_type=event_type, event_pattern=f"%,{event_type},%")
+    rows = yield Query(statement, params, fetch="all")
+    created = {row[0]: Receipt.from_values(row) for row in rows}
+    for row in rows:
+        yield Announce(created[row[0]], row[-1])
+    missing = [i for i, receipt_id in enumerate(params["id"]) if receipt_id not in created]
+    replays: dict[tuple[str, str], Receipt] = {}
+    if missing:
+        found = yield Query(sql.REPLAY, {"tenant_ids": [new_calls[i].tenant_id for i in missing],
+                                         "keys": [new_calls[i].idempotency_key for i in missing]}, fetch="all")
+        replays = {(r.tenant_id, r.idempotency_key or ""): r for r in map(Receipt.from_values, found)}
+    results: list[Accepted | IdempotencyMismatch] = []
+    for call, receipt_id in zip(new_calls, params["id"], strict=True):
+        if receipt_id in created:
+            results.append((created[receipt_id], False))
+            continue
+        existing = replays.get((call.tenant_id, call.idempotency_key or ""))
+        if existing is None:  # the conflicting receipt was purged in between: accept this one after all
+            results.append((yield from create_many([call], status=status, actor=actor).steps)[0])
+        elif existing.request_hash != call.request_hash:
+            results.append(IdempotencyMismatch(receipt_id=existing.id))
+        else:
+            results.append((existing, True))
+    return results
+
+
+@operation
+def create(call: NewCall, *, status: str = states.PENDING, actor: str = "api") -> Steps[Accepted]:
+    """Accept a call, or find the receipt its idempotency key already made: ``(receipt, replayed)``.
 
     Raises:
         IdempotencyMismatch: the key was used before with a different request.
     """
-    statement = sql.INSERT_ANNOUNCED_SQL if status in states.EVENT_TYPES else sql.INSERT_PENDING_SQL
-    row = yield from _transition(statement, insert_params(call, status), target=status, actor=actor)
-    if row is not None:
-        return Receipt.from_values(row), False
-    existing = _receipt((yield Query(sql.REPLAY, {"tenant_id": call.tenant_id, "key": call.idempotency_key})))
-    if existing is None:  # the conflicting receipt was purged in between: accept this one after all
-        return (yield from create(call, status=status, actor=actor).steps)
-    if existing.request_hash != call.request_hash:
-        raise IdempotencyMismatch(receipt_id=existing.id)
-    return existing, True
+    (result,) = yield from create_many([call], status=status, actor=actor).steps
+    if isinstance(result, IdempotencyMismatch):
+        raise result
+    return result
 
 
 @operation
@@ -221,15 +259,28 @@ def cancel(tenant_id: str, receipt_id: str, *, actor: str = "api") -> Steps[Rece
 
 
 @operation
+def get_many(wanted: list[tuple[str | None, str]]) -> Steps[list[Receipt | None]]:
+    """Receipts by ``(tenant_id, receipt_id)``, in order, in one statement; None where there is no such
+    receipt for that tenant (a ``None`` tenant: whatever its tenant, for workers and the sweeper)."""
+    rows = yield Query(sql.GET_MANY, {"ids": sorted({receipt_id for _, receipt_id in wanted})}, fetch="all")
+    found = {receipt.id: receipt for receipt in map(Receipt.from_values, rows)}
+    results: list[Receipt | None] = []
+    for tenant_id, receipt_id in wanted:
+        receipt = found.get(receipt_id)
+        results.append(receipt if receipt is not None and tenant_id in (None, receipt.tenant_id) else None)
+    return results
+
+
+@operation
 def load(receipt_id: str) -> Steps[Receipt | None]:
     """A receipt by id, whatever its tenant (for workers and the sweeper)."""
-    return _receipt((yield Query(sql.LOAD, {"id": receipt_id})))
+    return (yield from get_many([(None, receipt_id)]).steps)[0]
 
 
 @operation
 def get(tenant_id: str, receipt_id: str) -> Steps[Receipt]:
     """A tenant's receipt. Another tenant's id is NotFound, exactly like an unknown one."""
-    receipt = _receipt((yield Query(sql.GET, {"id": receipt_id, "tenant_id": tenant_id})))
+    receipt = (yield from get_many([(tenant_id, receipt_id)]).steps)[0]
     if receipt is None:
         raise NotFound(f"no receipt {receipt_id}")
     return receipt

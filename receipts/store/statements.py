@@ -80,15 +80,24 @@ def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s"
 
 RETURNING = f"RETURNING {COLUMNS}"
 
-# A new call. Its deadline is the database's now() plus the call's timeout; a pending call is
-# published at once (published_at), a waiting one is not published at all.
+# New calls, any number in one statement (the arrays of unnest, one element per call). A deadline
+# is the database's now() plus the call's timeout; pending calls are published at once
+# (published_at), waiting ones are not published at all. A call whose (tenant, idempotency key)
+# exists already is left out of RETURNING: the caller reads what that key made.
+NEW_CALL_ARRAYS = (
+    ("id", "text"), ("tenant_id", "text"), ("trace_id", "text"), ("call_id", "text"), ("parent_id", "text"),
+    ("tool", "text"), ("kind", "text"), ("input", "jsonb"), ("max_attempts", "int"), ("idempotency_key", "text"),
+    ("request_hash", "text"), ("metadata", "jsonb"), ("webhook_url", "text"), ("effect", "text"),
+    ("idempotent", "bool"), ("timeout_s", "float8"), ("queue", "text"), ("deadline_s", "float8"),
+)
 INSERT = f"""
 INSERT INTO receipts ({COLUMNS})
-VALUES (%(id)s, %(tenant_id)s, %(trace_id)s, %(call_id)s, %(parent_id)s, %(tool)s, %(kind)s, %(status)s,
-        %(input)s, NULL, NULL, 0, %(max_attempts)s, %(idempotency_key)s, %(request_hash)s, %(metadata)s,
-        %(webhook_url)s, %(effect)s, %(idempotent)s, %(timeout_s)s, %(queue)s, now(), now(), NULL, NULL,
-        now() + make_interval(secs => %(deadline_s)s), now(),
-        CASE WHEN %(published)s THEN now() END, NULL)
+SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, %(status)s, u.input, NULL, NULL, 0,
+       u.max_attempts, u.idempotency_key, u.request_hash, u.metadata, u.webhook_url, u.effect, u.idempotent,
+       u.timeout_s, u.queue, now(), now(), NULL, NULL, now() + make_interval(secs => u.deadline_s), now(),
+       CASE WHEN %(published)s THEN now() END, NULL
+FROM unnest({", ".join(f"%({name})s::{kind}[]" for name, kind in NEW_CALL_ARRAYS)})
+     AS u({", ".join(name for name, _ in NEW_CALL_ARRAYS)})
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 {RETURNING}, NULL::text AS before_status"""
 
@@ -150,9 +159,10 @@ COMPLETE_WAITING_SQL = transition(COMPLETE_WAITING, announce=True)
 
 # -- reads ----------------------------------------------------------------------------------------
 
-GET = f"SELECT {COLUMNS} FROM receipts WHERE id = %(id)s AND tenant_id = %(tenant_id)s"
-LOAD = f"SELECT {COLUMNS} FROM receipts WHERE id = %(id)s"
-REPLAY = f"SELECT {COLUMNS} FROM receipts WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
+GET_MANY = f"SELECT {COLUMNS} FROM receipts WHERE id = ANY(%(ids)s)"
+REPLAY = f"""
+SELECT {COLUMNS} FROM receipts
+WHERE (tenant_id, idempotency_key) IN (SELECT * FROM unnest(%(tenant_ids)s::text[], %(keys)s::text[]))"""
 # Every receipt has at least its creation in the timeline, so no row means no such receipt.
 EVENTS = """
 SELECT e.id, e.receipt_id, e.at, e.from_status, e.to_status, e.attempt, e.actor, e.detail
