@@ -1,17 +1,18 @@
-"""Fixtures for the embedded PostgreSQL's tests: the folders root's rules are about."""
+"""Fixtures for the embedded PostgreSQL's tests: real servers in temporary folders, always stopped."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from toolrelay.pgbinaries import Binaries, installed_wheel
+from toolrelay.pgserver import EmbeddedPostgres
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the rules for root (the suite runs as root in CI)")
 
@@ -45,3 +46,18 @@ def open_folder() -> Iterator[Path]:
     folder.chmod(0o755)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def embedded(state_dir: Path) -> Iterator[Callable[..., EmbeddedPostgres]]:
+    """Makes EmbeddedPostgres objects for a data directory; every server they reach is stopped at the end."""
+    made: list[EmbeddedPostgres] = []
+
+    def make(data_dir: Path, *, binaries: Binaries | None = None) -> EmbeddedPostgres:
+        server = EmbeddedPostgres(data_dir, binaries=binaries, state_dir=state_dir)
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.stop()
