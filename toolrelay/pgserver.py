@@ -237,7 +237,7 @@ class EmbeddedPostgres:
     def _initdb(self, binaries: Binaries, user: ServerUser) -> Path:
         folder = new_cluster_folder(self.data_dir, user, self.state_dir)
         done = self._run(user, [binaries.exe("initdb"), "-D", str(folder), "-U", SUPERUSER, "--auth-local=trust",
-                                "--auth-host=reject", "--encoding=UTF8", "--no-locale"])
+                                "--auth-host=reject", "--encoding=UTF8", "--no-locale"], _machine_zone())
         if done.returncode != 0:
             shutil.rmtree(folder, ignore_errors=True)
             raise ServerFailed(f"initdb failed:\n{done.stdout}{done.stderr}".strip())
@@ -306,11 +306,27 @@ class EmbeddedPostgres:
         return self.socket_dir
 
     @staticmethod
-    def _run(user: ServerUser, command: list[str]) -> subprocess.CompletedProcess[str]:
+    def _run(user: ServerUser, command: list[str], extra_env: dict[str, str] | None = None,
+             ) -> subprocess.CompletedProcess[str]:
         """Run a server command as the server's user, with no PG* variables of ours to redirect it."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PG")} | (extra_env or {})
         return subprocess.run(command, capture_output=True, text=True, env=env, cwd="/", timeout=120,
                               **user.subprocess_kwargs())
+
+
+def _machine_zone() -> dict[str, str]:
+    """``TZ`` for initdb: the zone ``/etc/localtime`` links to, the one initdb would pick itself.
+
+    Without ``TZ``, initdb finds the zone by comparing the machine's with every zone file it knows,
+    which is most of a second of a first start; given a zone it does not know, it still searches.
+    """
+    if "TZ" in os.environ:
+        return {}
+    try:
+        _, found, zone = os.readlink("/etc/localtime").partition("zoneinfo/")
+    except OSError:
+        return {}
+    return {"TZ": zone} if found and zone else {}
 
 
 def _answers(socket_dir: Path) -> bool:
