@@ -32,22 +32,22 @@ from toolrelay.pgserver import EmbeddedPostgres
 server = EmbeddedPostgres(Path(sys.argv[1]), state_dir=Path(sys.argv[2]))
 server.start()
 with psycopg.connect(server.conninfo(), autocommit=True) as conn:
-    conn.execute("CREATE TABLE calls (id int)")
-    conn.execute("INSERT INTO calls VALUES (1)")
+    conn.execute("CREATE TABLE left_by_child (id int)")
+    conn.execute("INSERT INTO left_by_child VALUES (1)")
 print("ready", flush=True)
 time.sleep(600)
 """
 
 
-def _count(server: EmbeddedPostgres) -> int:
+def _count(server: EmbeddedPostgres, table: str) -> int:
     with psycopg.connect(server.conninfo()) as conn:
-        return int(conn.execute("SELECT count(*) FROM calls").fetchone()[0])  # type: ignore[index]
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
 
 
-def _commit_one(server: EmbeddedPostgres) -> None:
+def _commit_one(server: EmbeddedPostgres, table: str) -> None:
     with psycopg.connect(server.conninfo(), autocommit=True) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS calls (id int)")
-        conn.execute("INSERT INTO calls VALUES (1)")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id int)")
+        conn.execute(f"INSERT INTO {table} VALUES (1)")
 
 
 def _postmaster(data_dir: Path) -> Postmaster:
@@ -63,11 +63,19 @@ def _modes(*paths: Path) -> dict[Path, int]:
 
 @pytest.fixture(scope="module")
 def first(tmp_path_factory: pytest.TempPathFactory, state_dir: Path) -> Iterator[EmbeddedPostgres]:
-    """One server started for the first time, for the tests that only look at it."""
+    """A data directory's first start; its cluster is then shared by this module's tests (one initdb)."""
     server = EmbeddedPostgres(tmp_path_factory.mktemp("first") / "dev", state_dir=state_dir)
     server.start()
     yield server
-    server.stop()
+    EmbeddedPostgres(server.data_dir, state_dir=state_dir).stop()
+
+
+@pytest.fixture
+def server(first: EmbeddedPostgres, state_dir: Path) -> EmbeddedPostgres:
+    """The shared cluster's server, running: whatever the test before did to it (stopped it, killed it)."""
+    running = EmbeddedPostgres(first.data_dir, state_dir=state_dir)
+    running.start()
+    return running
 
 
 def test_first_start_makes_the_cluster_and_the_database(first: EmbeddedPostgres) -> None:
@@ -85,41 +93,48 @@ def test_first_start_makes_the_cluster_and_the_database(first: EmbeddedPostgres)
         engine.dispose()
 
 
-def test_the_server_listens_on_a_unix_socket_only(first: EmbeddedPostgres) -> None:
-    with psycopg.connect(first.conninfo()) as conn:
+def test_the_server_listens_on_a_unix_socket_only(server: EmbeddedPostgres) -> None:
+    with psycopg.connect(server.conninfo()) as conn:
         assert conn.execute("SHOW listen_addresses").fetchone() == ("",)
         assert conn.execute("SELECT inet_server_addr()").fetchone() == (None,)  # not a TCP connection
-    assert first.socket_dir is not None and (first.socket_dir / ".s.PGSQL.5432").is_socket()
-    assert first.socket_dir.stat().st_mode & 0o077 == 0  # trust is safe: nobody else can enter
+    assert server.socket_dir is not None and (server.socket_dir / ".s.PGSQL.5432").is_socket()
+    assert server.socket_dir.stat().st_mode & 0o077 == 0  # trust is safe: nobody else can enter
 
 
-def test_durability_settings_keep_postgres_defaults(first: EmbeddedPostgres) -> None:
-    with psycopg.connect(first.conninfo()) as conn:
+def test_durability_settings_keep_postgres_defaults(server: EmbeddedPostgres) -> None:
+    with psycopg.connect(server.conninfo()) as conn:
         settings: dict[str, str] = dict(conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name IN "
             "('fsync', 'synchronous_commit', 'full_page_writes', 'max_connections')").fetchall())
     assert settings == {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "max_connections": "100"}
 
 
-def test_a_second_start_reuses_the_running_server(first: EmbeddedPostgres, state_dir: Path) -> None:
-    again = EmbeddedPostgres(first.data_dir, state_dir=state_dir)  # not stopped: first's server stays up
-    assert again.start() == first.url
+def test_the_cluster_keeps_the_machines_time_zone(server: EmbeddedPostgres) -> None:
+    expected = os.environ.get("TZ") or os.readlink("/etc/localtime").partition("zoneinfo/")[2]
+    if not expected:
+        pytest.skip("/etc/localtime names no zone")
+    with psycopg.connect(server.conninfo()) as conn:
+        assert conn.execute("SHOW TimeZone").fetchone() == (expected,)
+
+
+def test_a_second_start_reuses_the_running_server(server: EmbeddedPostgres, state_dir: Path) -> None:
+    again = EmbeddedPostgres(server.data_dir, state_dir=state_dir)
+    assert again.start() == server.url
     assert again.startup is not None and again.startup.reused
     assert [name for name, _ in again.startup.steps] == ["reuse"]
 
 
-def test_stop_then_start_keeps_committed_data(tmp_path: Path, embedded: Embedded) -> None:
-    data_dir = tmp_path / "dev"
-    with embedded(data_dir) as server:
-        _commit_one(server)
-    assert Postmaster.read((data_dir / "pg").resolve()) is None  # stopped, and cleanly
-    server.stop()  # nothing runs: nothing to do
+def test_stop_then_start_keeps_committed_data(server: EmbeddedPostgres, state_dir: Path) -> None:
+    with EmbeddedPostgres(server.data_dir, state_dir=state_dir) as running:
+        _commit_one(running, "restarted")
+    assert Postmaster.read((server.data_dir / "pg").resolve()) is None  # stopped, and cleanly
+    running.stop()  # nothing runs: nothing to do
 
-    again = embedded(data_dir)
+    again = EmbeddedPostgres(server.data_dir, state_dir=state_dir)
     again.start()
     assert again.startup is not None and [name for name, _ in again.startup.steps] == ["start"]
     assert not again.startup.unclean
-    assert _count(again) == 1
+    assert _count(again, "restarted") == 1
 
 
 def test_stop_without_a_cluster_does_nothing(tmp_path: Path, embedded: Embedded) -> None:
@@ -127,39 +142,36 @@ def test_stop_without_a_cluster_does_nothing(tmp_path: Path, embedded: Embedded)
     assert not (tmp_path / "never").exists()
 
 
-def test_a_server_left_by_a_killed_dev_is_reused_with_its_data(
-        tmp_path: Path, state_dir: Path, embedded: Embedded) -> None:
-    data_dir = tmp_path / "dev"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(data_dir), str(state_dir)],
+def test_a_server_left_by_a_killed_dev_is_reused_with_its_data(server: EmbeddedPostgres, state_dir: Path) -> None:
+    server.stop()  # the child starts it
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(server.data_dir), str(state_dir)],
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     finally:
         child.kill()  # SIGKILL: no stop(), no atexit
         child.wait()
-    left = _postmaster(data_dir)
+    left = _postmaster(server.data_dir)
 
-    server = embedded(data_dir)
-    server.start()
-    assert server.startup is not None and server.startup.reused
-    assert _postmaster(data_dir).pid == left.pid
-    assert _count(server) == 1
+    again = EmbeddedPostgres(server.data_dir, state_dir=state_dir)
+    again.start()
+    assert again.startup is not None and again.startup.reused
+    assert _postmaster(server.data_dir).pid == left.pid
+    assert _count(again, "left_by_child") == 1
 
 
-def test_a_killed_postmaster_is_started_again_with_its_committed_data(tmp_path: Path, embedded: Embedded) -> None:
-    data_dir = tmp_path / "dev"
-    first = embedded(data_dir)
-    first.start()
-    _commit_one(first)
-    killed = _postmaster(data_dir).pid
+def test_a_killed_postmaster_is_started_again_with_its_committed_data(
+        server: EmbeddedPostgres, state_dir: Path) -> None:
+    _commit_one(server, "before_crash")
+    killed = _postmaster(server.data_dir).pid
     os.kill(killed, signal.SIGKILL)
 
-    server = embedded(data_dir)
-    server.start()
-    assert server.startup is not None and not server.startup.reused and server.startup.unclean
-    assert [name for name, _ in server.startup.steps] == ["start"]
-    assert _postmaster(data_dir).pid != killed
-    assert _count(server) == 1
+    again = EmbeddedPostgres(server.data_dir, state_dir=state_dir)
+    again.start()
+    assert again.startup is not None and not again.startup.reused and again.startup.unclean
+    assert [name for name, _ in again.startup.steps] == ["start"]
+    assert _postmaster(server.data_dir).pid != killed
+    assert _count(again, "before_crash") == 1
 
 
 def test_a_long_data_dir_path_gets_its_socket_in_a_private_tmp_folder(open_folder: Path, embedded: Embedded) -> None:
@@ -170,7 +182,7 @@ def test_a_long_data_dir_path_gets_its_socket_in_a_private_tmp_folder(open_folde
         assert server.socket_dir is not None and server.socket_dir.name.startswith("toolrelay-pg-")
         assert server.socket_dir.stat().st_mode & 0o777 == 0o700
         assert server.cluster == data_dir.resolve() / "pg"
-        _commit_one(server)
+        _commit_one(server, "calls")
     finally:
         server.stop()
         if server.socket_dir is not None:
@@ -194,7 +206,7 @@ def test_as_root_no_folder_permission_changes(tmp_path: Path, state_dir: Path, e
 
     server = embedded(data_dir)
     server.start()
-    _commit_one(server)
+    _commit_one(server, "calls")
     assert _modes(data_dir, state_dir, binaries.bin_dir) == before
     server.stop()
     assert _modes(data_dir, state_dir, binaries.bin_dir) == before
@@ -214,18 +226,19 @@ def test_as_root_a_reachable_data_dir_keeps_its_cluster_in_place(open_folder: Pa
     assert not (data_dir / "pg").is_symlink() and server.cluster == data_dir.resolve() / "pg"
     assert server.socket_dir == server.cluster
     assert server.cluster.stat().st_uid == pwd.getpwnam(SERVER_USER).pw_uid
-    _commit_one(server)
+    _commit_one(server, "calls")
 
 
 @root_only
 def test_as_root_the_server_runs_from_a_copy_of_unreachable_binaries(
-        tmp_path: Path, state_dir: Path, embedded: Embedded, closed_wheel: Binaries) -> None:
-    server = embedded(tmp_path / "dev", binaries=closed_wheel)
-    server.start()
-    assert server.binaries is not None and server.binaries.bin_dir.is_relative_to(state_dir)
-    assert os.readlink(f"/proc/{_postmaster(tmp_path / 'dev').pid}/exe").startswith(str(state_dir))
+        server: EmbeddedPostgres, state_dir: Path, closed_wheel: Binaries) -> None:
+    server.stop()
+    copied = EmbeddedPostgres(server.data_dir, binaries=closed_wheel, state_dir=state_dir)
+    copied.start()
+    assert copied.binaries is not None and copied.binaries.bin_dir.is_relative_to(state_dir)
+    assert os.readlink(f"/proc/{_postmaster(server.data_dir).pid}/exe").startswith(str(state_dir))
     assert closed_wheel.wheel is not None and closed_wheel.wheel.root.stat().st_mode & 0o777 == 0o700
-    _commit_one(server)
+    _commit_one(copied, "from_the_copy")
 
 
 def _python_for(user: ServerUser) -> str | None:
