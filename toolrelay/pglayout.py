@@ -22,8 +22,9 @@ go where it can, instead of a folder being opened to it.
     (``toolrelay.pgbinaries`` does this).
 
 - The socket lives in the cluster's folder when its path fits a Unix socket address (107 bytes, 103 on
-  macOS), else in ``/tmp/toolrelay-pg-<hash>`` (the server's user, 0700). Either way only the server's
-  user and root can reach it, which is what makes ``trust`` authentication on it safe.
+  macOS) and has no comma (libpq would read two hosts), else in ``/tmp/toolrelay-pg-<hash>`` (the
+  server's user, 0700). Either way only the server's user and root can reach it, which is what makes
+  ``trust`` authentication on it safe.
 
 Traversal is judged from mode bits (owner, else group, else others), not from ACLs.
 
@@ -198,8 +199,9 @@ def adopt_cluster(folder: Path, data_dir: Path) -> Path:
 
 
 def socket_folder(cluster: Path, user: ServerUser) -> Path:
-    """Where the server's socket goes: the cluster's folder if the path fits, else a private one in /tmp."""
-    if len(os.fsencode(cluster / SOCKET_NAME)) <= _SOCKET_PATH_MAX:
+    """Where the server's socket goes: the cluster's folder if it can be, else a private one in /tmp."""
+    path = os.fsencode(cluster / SOCKET_NAME)
+    if len(path) <= _SOCKET_PATH_MAX and b"," not in path:  # libpq reads a host with a comma as two hosts
         return cluster
     folder = Path("/tmp") / f"toolrelay-pg-{_digest(cluster)}"
     try:

@@ -59,6 +59,14 @@ def test_a_long_cluster_path_puts_the_socket_in_a_private_tmp_folder(tmp_path: P
         folder.rmdir()
 
 
+def test_a_cluster_path_with_a_comma_puts_the_socket_in_tmp(tmp_path: Path) -> None:
+    folder = socket_folder(tmp_path / "a,b" / "pg", server_user())  # libpq would read host=a,b as two hosts
+    try:
+        assert folder.name.startswith("toolrelay-pg-")
+    finally:
+        folder.rmdir()
+
+
 def test_a_socket_folder_someone_else_could_enter_is_refused(tmp_path: Path) -> None:
     user = server_user()
     cluster = tmp_path / ("y" * 120) / "pg"
