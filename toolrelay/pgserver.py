@@ -275,11 +275,13 @@ class EmbeddedPostgres:
         }
         options = " ".join(f"-c {shlex.quote(f'{name}={value}')}" for name, value in settings.items())
         log = cluster / LOG_NAME
-        command = [binaries.exe("pg_ctl"), "start", "-w", "-D", str(cluster), "-l", str(log), "-o", options]
+        # pg_ctl starts the server through a shell, with -D's and -l's paths inside double quotes, where a
+        # "$" or a '"' in them would be the shell's: the cluster goes in PGDATA, the log relative to it.
+        command = [binaries.exe("pg_ctl"), "start", "-w", "-l", LOG_NAME, "-o", options]
         deadline = time.monotonic() + _BUSY_WAIT_S
         while True:
             offset = log.stat().st_size if log.exists() else 0
-            done = self._run(user, command)
+            done = self._run(user, command, {"PGDATA": str(cluster)}, cwd=cluster)
             if done.returncode == 0:
                 return
             tail = _read_from(log, offset)
@@ -306,11 +308,11 @@ class EmbeddedPostgres:
         return self.socket_dir
 
     @staticmethod
-    def _run(user: ServerUser, command: list[str], extra_env: dict[str, str] | None = None,
+    def _run(user: ServerUser, command: list[str], extra_env: dict[str, str] | None = None, cwd: Path = Path("/"),
              ) -> subprocess.CompletedProcess[str]:
         """Run a server command as the server's user, with no PG* variables of ours to redirect it."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")} | (extra_env or {})
-        return subprocess.run(command, capture_output=True, text=True, env=env, cwd="/", timeout=120,
+        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=120,
                               **user.subprocess_kwargs())
 
 

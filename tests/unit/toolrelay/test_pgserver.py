@@ -219,7 +219,7 @@ def test_as_root_no_folder_permission_changes(tmp_path: Path, state_dir: Path, e
 
 @root_only
 def test_as_root_a_reachable_data_dir_keeps_its_cluster_in_place(open_folder: Path, embedded: Embedded) -> None:
-    data_dir = open_folder / "with space" / "dev"
+    data_dir = open_folder / 'with "quotes" $HOME `id` spaces' / "dev"  # none of it is for a shell
     data_dir.mkdir(parents=True)  # 0755, as dev makes it
     server = embedded(data_dir)
     server.start()
