@@ -162,12 +162,14 @@ def find_cluster(data_dir: Path, user: ServerUser) -> Path | None:
     if not link.exists():
         return None
     cluster = link.resolve()
+    uid = cluster.stat().st_uid
+    if uid != user.uid:  # checked before looking inside, which may be closed to us
+        owner = _user_name(uid)
+        run_as = f"root (which runs its server as {SERVER_USER})" if owner == SERVER_USER else owner
+        raise ClusterUnusable(f"the cluster {cluster} belongs to {owner}, not {user.name}: run toolrelay dev as "
+                              f"{run_as}, or use another data directory")
     if not (cluster / "PG_VERSION").is_file():
         raise ClusterUnusable(f"{cluster} is not a PostgreSQL cluster (no PG_VERSION): move it away")
-    owner = cluster.stat().st_uid
-    if owner != user.uid:
-        raise ClusterUnusable(f"the cluster {cluster} belongs to {_user_name(owner)}, and its server would run "
-                              f"as {user.name}: run toolrelay dev as {_user_name(owner)}")
     if user.switch and (closed := closed_folder(cluster, user)) is not None:
         raise ClusterUnusable(f"{user.name} cannot reach the cluster {cluster}: {closed} is closed to it; "
                               f"move {link} away to start over with an empty database")
