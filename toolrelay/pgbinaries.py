@@ -69,7 +69,10 @@ class Binaries:
     @classmethod
     def at(cls, bin_dir: Path, wheel: Wheel | None = None) -> Binaries:
         """The binaries in ``bin_dir``, their version asked of ``postgres --version``."""
-        out = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True, text=True).stdout
+        try:
+            out = subprocess.run([str(bin_dir / "postgres"), "--version"], capture_output=True, text=True).stdout
+        except OSError as exc:
+            raise PostgresUnavailable(f"{bin_dir / 'postgres'} cannot be run: {exc}") from exc
         found = re.search(r"\(PostgreSQL\) (\d+(?:\.\d+)?)", out)
         if found is None:
             raise PostgresUnavailable(f"{bin_dir / 'postgres'} is not a PostgreSQL server: --version said {out!r}")
