@@ -32,7 +32,7 @@ from receipts.tenants import KEY_PREFIX, create_key
 from receipts.webhooks import queue
 from receipts.webhooks.nudges import Nudger, publish_deliver
 from toolrelay.components import build_celery
-from toolrelay.pgserver import EmbeddedPostgres
+from toolrelay.pgserver import EmbeddedPostgres, PostgresError
 from workers.sweeper import sweep_once
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ class Embedded:
     @property
     def postgres_summary(self) -> str | None:
         """What the embedded PostgreSQL did at start (None when dev runs on a configured database)."""
-        return self._postgres.summary() if self._postgres is not None else None
+        startup = self._postgres.startup if self._postgres is not None else None
+        return startup.summary() if startup is not None else None
 
     def stop(self) -> None:
         self._stop.set()
@@ -110,7 +111,10 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
     postgres = None
     if not settings.database_url:
         postgres = EmbeddedPostgres(data_dir)
-        database_url = postgres.start()
+        try:
+            database_url = postgres.start()
+        except PostgresError as exc:
+            raise SystemExit(f"toolrelay dev cannot start its PostgreSQL: {exc}") from None
     settings = dev_settings(data_dir, settings, database_url if postgres else None)
     try:
         db = Database.from_settings(settings, pool_size=10, name="toolrelay-dev")
