@@ -14,11 +14,13 @@ import fcntl
 import logging
 import os
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 import uvicorn
@@ -174,7 +176,15 @@ def run_dev(settings: Settings, *, host: str, port: int, data_dir: Path, api_key
     print(f"toolrelay dev: {url}  (docs: {url}/docs, console: {url}/console, data: {data_dir})", flush=True)
     print(f"started in {time.monotonic() - started:.1f} s; {database}", flush=True)
     print(f"API key: {system.api_key}", flush=True)
+    # uvicorn shuts down gracefully on SIGTERM and then raises the signal again for the handler it
+    # found: make that handler end this process through the ``finally`` below, which stops the
+    # worker and the embedded PostgreSQL (the default handler would end it on the spot).
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
         system.stop()
+
+
+def _exit_on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)
