@@ -1,5 +1,6 @@
-"""A production-shaped toolrelay for the benchmark: fresh PostgreSQL database, own Redis key prefix,
-``toolrelay gateway`` and ``toolrelay worker`` as real processes, all removed again by :meth:`close`.
+"""A production-shaped toolrelay for the benchmark: a fresh PostgreSQL database and Redis key prefix,
+``toolrelay migrate`` and ``toolrelay keys create`` run as a user runs them, and ``toolrelay gateway``,
+``worker`` and ``beat`` as real processes, all removed again by :meth:`Deployment.close`.
 
 Unlike the integration-test stack, the settings are the production defaults (no shortened sweeper
 or lease intervals); only the database, broker and key prefix are the benchmark's own.
@@ -9,17 +10,19 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from receipts.db import Database
-from receipts.migrate import upgrade
-from receipts.settings import Settings
-from receipts.tenants import Tenants
+import httpx
+
 from tests.support import services
 from tests.support.stack import Process, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLRELAY = [sys.executable, "-m", "toolrelay"]
 
 
 def wait_until(check: Callable[[], bool], what: str, process: Process, timeout: float = 60) -> None:
@@ -34,36 +37,30 @@ def wait_until(check: Callable[[], bool], what: str, process: Process, timeout: 
     raise RuntimeError(f"{what} did not start:\n{process.log()[-4000:]}")
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its live descendants, from /proc."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    stack = [pid]
-    while stack:
-        current = stack.pop()
+def answers(url: str) -> Callable[[], bool]:
+    """A check that ``url`` answers 200."""
+    def check() -> bool:
         try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-            for task in Path(f"/proc/{current}/task").iterdir():
-                children = (task / "children").read_text().split()
-                stack.extend(int(child) for child in children)
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-    return total
+            return httpx.get(url, timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+    return check
 
 
 class Deployment:
-    """One database + key prefix, and the processes started on them (killed, and both removed, by close)."""
+    """One database + key prefix, the API keys made on it, and the processes started on them."""
 
-    def __init__(self, log_dir: Path, *, log_level: str = "INFO") -> None:
+    def __init__(self, log_dir: Path, *, log_level: str = "INFO", tenants: tuple[str, ...] = ("bench",)) -> None:
         self.log_dir = log_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
         self.log_level = log_level.upper()
         self.processes: list[Process] = []
         self.database_url = services.create_database()
         self.prefix = services.redis_prefix()
+        self.closed = False
         self.env = {
             **os.environ,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+            "PYTHONPATH": str(ROOT),
             "TOOLRELAY_DATABASE_URL": self.database_url,
             "TOOLRELAY_BROKER_URL": services.REDIS_URL,
             "TOOLRELAY_BROKER_KEY_PREFIX": self.prefix,
@@ -72,56 +69,76 @@ class Deployment:
             "TOOLRELAY_SECRET_KEY": "benchmark-secret-key",
             "TOOLRELAY_OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8",
         }
-        self.db = Database.from_settings(Settings(database_url=self.database_url), pool_size=2)
-        upgrade(self.db)
-        self.api_key = Tenants(self.db).create_key("bench")
+        try:
+            self.cli("migrate")
+            self.keys = {tenant: self.create_key(tenant) for tenant in tenants}
+        except BaseException:
+            self.close()
+            raise
+        self.api_key = self.keys[tenants[0]]
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
-        process = Process(name, argv, {**self.env, **(env or {})}, self.log_dir)
+    def cli(self, *args: str) -> str:
+        """Run ``toolrelay ARGS`` to completion on this deployment; its output."""
+        done = subprocess.run([*TOOLRELAY, *args], env=self.env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"toolrelay {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        return done.stdout
+
+    def create_key(self, tenant: str) -> str:
+        """``toolrelay keys create --tenant NAME``: the key is alone on the last line."""
+        return self.cli("keys", "create", "--tenant", tenant).strip().splitlines()[-1].strip()
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None, *,
+              base_env: dict[str, str] | None = None) -> Process:
+        """Start ``argv`` logging to ``<log_dir>/<name>.log``, with ``env`` over the deployment's (or ``base_env``)."""
+        process = Process(name, argv, {**(self.env if base_env is None else base_env), **(env or {})}, self.log_dir)
         self.processes.append(process)
         return process
 
     def start_gateway(self, env: dict[str, str] | None = None) -> tuple[Process, str]:
         """``toolrelay gateway`` on a free port; returns it and its base URL once /healthz answers."""
-        import httpx
-
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
-        process = self.spawn(f"gateway-{port}", [sys.executable, "-m", "toolrelay", "gateway", "--port", str(port)],
-                             env)
-
-        def healthy() -> bool:
-            try:
-                return httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until(healthy, "gateway", process)
+        process = self.spawn(f"gateway-{port}", [*TOOLRELAY, "gateway", "--port", str(port)], env)
+        wait_until(answers(f"{base_url}/healthz"), "gateway", process)
         return process, base_url
 
     def start_worker(self, concurrency: int, env: dict[str, str] | None = None) -> Process:
         """``toolrelay worker -c N`` (Celery prefork), returned once it logs that it is ready (at INFO)."""
         name = f"worker{len(self.processes)}"
-        process = self.spawn(name, [sys.executable, "-m", "toolrelay", "worker", "-c", str(concurrency),
-                                    "-n", f"{name}@%h", "--without-heartbeat", "--without-gossip",
-                                    "--without-mingle", "--loglevel", self.log_level], env)
+        process = self.spawn(name, [*TOOLRELAY, "worker", "-c", str(concurrency), "-n", f"{name}@%h",
+                                    "--without-heartbeat", "--without-gossip", "--without-mingle",
+                                    "--loglevel", self.log_level], env)
         if self.log_level in ("DEBUG", "INFO"):
             wait_until(lambda: "ready." in process.log(), "worker", process)
         # Quieter levels do not log "ready.": the first calls (the warm-up) wait for the worker instead.
         return process
 
     def start_beat(self) -> Process:
-        return self.spawn("beat", [sys.executable, "-m", "toolrelay", "beat", "--schedule",
-                                   str(self.log_dir / "beat-schedule")])
+        """``toolrelay beat`` (the sweeper's schedule), as production runs it."""
+        name = f"beat{len(self.processes)}"
+        return self.spawn(name, [*TOOLRELAY, "beat", "--schedule", str(self.log_dir / f"{name}-schedule")])
+
+    def stop(self, process: Process) -> None:
+        """Stop one process (SIGTERM to its session, SIGKILL after 15 s)."""
+        process.kill(signal.SIGTERM)
+        if process in self.processes:
+            self.processes.remove(process)
 
     def stop_processes(self) -> None:
-        """Stop every process started so far (SIGTERM, then SIGKILL after 15 s)."""
+        """Stop every process started so far, the last started first."""
         while self.processes:
             self.processes.pop().kill(signal.SIGTERM)
 
+    def logs(self, tail: int = 3000) -> str:
+        return "\n".join(f"===== {p.name} =====\n{p.log()[-tail:]}" for p in self.processes)
+
     def close(self) -> None:
-        """Stop the processes, drop the database and delete the Redis keys; safe to call twice."""
+        """Stop the processes, delete the Redis keys and drop the database; safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
         self.stop_processes()
-        self.db.dispose()
         services.clear_redis_prefix(self.prefix)
         services.drop_database(self.database_url)

@@ -1,23 +1,29 @@
-"""Load on toolrelay's HTTP API with aiohttp (httpx's own pool tops out near 550 req/s here and would
-measure httpx), and the timing of receipts read straight from the database.
+"""The benchmark's HTTP client, on aiohttp (httpx's own pool tops out near 550 req/s here and would
+measure httpx), with keep-alive connections and a fixed number of requests in flight.
+
+* :meth:`Client.whole_path` is what a user's client does: ``POST /v1/tool-calls``, then
+  ``GET /v1/receipts/{id}?wait_s=30`` again and again until the receipt is terminal. Every time is
+  the client's own (``time.time()`` when it sent the POST, when it read the terminal answer).
+* :meth:`Client.post_wait` is the other way a user can wait: one ``POST`` with ``wait_s``.
+* :func:`hammer` sends a fixed list of requests (reads or submits) and times each, nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from sqlalchemy import bindparam, func, select
 
-from receipts.db import Database
-from receipts.states import ACTIVE
-from receipts.tables import receipts
+TERMINAL = frozenset({"success", "failed", "partially_succeeded", "canceled"})
+LONG_POLL_S = 30
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0-100) by nearest rank; NaN for no values."""
     if not values:
         return float("nan")
@@ -26,127 +32,181 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-@dataclass
-class Submission:
-    """One POST as the client saw it: wall-clock send and answer times, status and receipt id."""
-
-    sent: float
-    answered: float
-    status: int
-    receipt_id: str | None
-    body: dict[str, Any] | None = None
+def ms(values: Sequence[float]) -> dict[str, float]:
+    """p50 and p99 of durations in seconds, as milliseconds."""
+    return {"p50_ms": round(percentile(values, 50) * 1000, 2), "p99_ms": round(percentile(values, 99) * 1000, 2)}
 
 
-@dataclass
-class Batch:
-    submissions: list[Submission] = field(default_factory=list)
-
-    @property
-    def accepted(self) -> list[Submission]:
-        return [s for s in self.submissions if s.receipt_id is not None]
-
-
-def call_body(index: int, wait_s: float | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"tool": "echo", "arguments": {"i": index}}
-    if wait_s:
-        body["wait_s"] = wait_s
-    return body
-
-
-async def _post(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> Submission:
-    sent = time.time()
-    async with session.post(url, json=body) as response:
-        payload = await response.json(content_type=None)
-        answered = time.time()
-    receipt_id = payload.get("id") if response.status in (200, 202) else None
-    return Submission(sent, answered, response.status, receipt_id, payload)
-
-
-def _session(base_url: str, api_key: str, concurrency: int) -> aiohttp.ClientSession:
-    return aiohttp.ClientSession(
-        base_url=base_url,
-        headers={"Authorization": f"Bearer {api_key}"},
-        connector=aiohttp.TCPConnector(limit=concurrency, force_close=False),
-        timeout=aiohttp.ClientTimeout(total=120),
-    )
-
-
-async def _submit_all(base_url: str, api_key: str, calls: int, concurrency: int, wait_s: float | None) -> Batch:
-    batch = Batch()
-    counter = iter(range(calls))
-    async with _session(base_url, api_key, concurrency) as session:
-
-        async def one_client() -> None:
-            for index in counter:
-                batch.submissions.append(await _post(session, "/v1/tool-calls", call_body(index, wait_s)))
-
-        await asyncio.gather(*(one_client() for _ in range(concurrency)))
-    return batch
-
-
-def submit(base_url: str, api_key: str, calls: int, concurrency: int, wait_s: float | None = None) -> Batch:
-    """POST ``calls`` echo calls, ``concurrency`` in flight at a time (1 = one after the other)."""
-    return run_async(_submit_all(base_url, api_key, calls, concurrency, wait_s))
-
-
-def run_async(coro: Any) -> Any:
+def run_async(coro: Awaitable[Any]) -> Any:
     """Run ``coro`` to completion on uvloop (asyncio's own loop when uvloop is missing)."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvicorn[standard] brings it
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    return uvloop.run(coro)  # type: ignore[arg-type]
 
 
-def wait_terminal(db: Database, expected: int, *, stall_s: float = 60, interval_s: float = 0.25) -> float:
-    """Wait until the ``expected`` receipts in the database are all terminal; the wall time it happened.
+def session(base_url: str, concurrency: int, headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(base_url=base_url, headers=headers or {},
+                                 connector=aiohttp.TCPConnector(limit=concurrency, force_close=False),
+                                 timeout=aiohttp.ClientTimeout(total=120))
 
-    Every ``interval_s`` it counts the receipts still open (a count of terminal receipts would scan
-    them all). Even so the count reads an index entry for every receipt version not yet vacuumed, a
-    few milliseconds of PostgreSQL CPU after some rounds, taken from the system being measured: hence
-    the quarter second. The figures come from the receipts' own timestamps, so polling less often only
-    ends the wait a little later. Raises when no receipt settles for ``stall_s`` seconds.
-    """
-    total = select(func.count()).select_from(receipts)
-    still_open = select(func.count()).select_from(receipts).where(receipts.c.status.in_(sorted(ACTIVE)))
-    last_open, last_change = -1, time.monotonic()
-    with db.engine.connect() as conn:
-        stored = conn.execute(total).scalar_one()
-        conn.rollback()
-        if stored < expected:
-            raise RuntimeError(f"only {stored} of {expected} receipts are stored")
-        while True:
-            open_now = conn.execute(still_open).scalar_one()
-            conn.rollback()
-            if open_now == 0:
-                return time.time()
-            if open_now != last_open:
-                last_open, last_change = open_now, time.monotonic()
-            elif time.monotonic() - last_change > stall_s:
-                raise RuntimeError(f"{open_now} receipts still open; none settled for {stall_s:.0f} s")
-            time.sleep(interval_s)
+
+async def _in_flight(count: int, concurrency: int, one: Callable[[int], Awaitable[None]]) -> None:
+    """Call ``one(index)`` for every index below ``count``, ``concurrency`` at a time."""
+    indexes = iter(range(count))
+
+    async def lane() -> None:
+        for index in indexes:
+            await one(index)
+
+    await asyncio.gather(*(lane() for _ in range(concurrency)))
 
 
 @dataclass(frozen=True)
-class Settled:
-    status: str
-    created_at: float
-    finished_at: float
+class Call:
+    """One call as the client saw it: wall-clock times, the POST's status, the receipt's last status."""
+
+    sent: float
+    accepted: float
+    terminal: float
+    http_status: int
+    receipt_status: str | None
+    gets: int
+    receipt: dict[str, Any] | None
 
 
-def settled(db: Database, ids: list[str]) -> dict[str, Settled]:
-    """Status, created_at and finished_at (epoch seconds) of the given receipts."""
-    query = select(receipts.c.id, receipts.c.status, receipts.c.created_at, receipts.c.finished_at).where(
-        receipts.c.id.in_(bindparam("ids", expanding=True)))
-    found: dict[str, Settled] = {}
-    with db.engine.connect() as conn:
-        for start in range(0, len(ids), 1000):
-            for row in conn.execute(query, {"ids": ids[start:start + 1000]}):
-                finished = row.finished_at.timestamp() if row.finished_at else float("nan")
-                found[row.id] = Settled(row.status, row.created_at.timestamp(), finished)
-    return found
+def summarize(calls: list[Call]) -> dict[str, Any]:
+    """Rate from the first POST sent to the last terminal answer read, and the latencies."""
+    done = [c for c in calls if c.receipt_status in TERMINAL]
+    span = max(c.terminal for c in calls) - min(c.sent for c in calls) if calls else float("nan")
+    return {
+        "calls": len(calls),
+        "calls_per_s": round(len(calls) / span, 1) if span > 0 else float("nan"),
+        "submit_to_terminal": ms([c.terminal - c.sent for c in done]),
+        "post_answer": ms([c.accepted - c.sent for c in calls]),
+        "gets_per_call": round(sum(c.gets for c in calls) / max(len(calls), 1), 2),
+        "rejected": sum(1 for c in calls if c.http_status not in (200, 202)),
+        "not_success": sum(1 for c in calls if c.http_status in (200, 202) and c.receipt_status != "success"),
+    }
 
 
-def ms(values: list[float]) -> dict[str, float]:
-    """p50 and p99 of durations in seconds, as milliseconds."""
-    return {"p50_ms": round(percentile(values, 50) * 1000, 2), "p99_ms": round(percentile(values, 99) * 1000, 2)}
+class Client:
+    """A toolrelay HTTP API (a gateway or ``toolrelay dev``) and the key to call it with."""
+
+    def __init__(self, base_url: str, api_key: str) -> None:
+        self.base_url = base_url
+        self.headers = {"Authorization": f"Bearer {api_key}"}
+        self.sent = 0
+
+    def _bodies(self, count: int, wait_s: float | None = None) -> list[dict[str, Any]]:
+        start, self.sent = self.sent, self.sent + count
+        return [{"tool": "echo", "arguments": {"i": start + n}, **({"wait_s": wait_s} if wait_s else {})}
+                for n in range(count)]
+
+    def whole_path(self, calls: int, concurrency: int) -> list[Call]:
+        """``calls`` echo calls, ``concurrency`` in flight: POST each, then long-poll it to its end."""
+        return run_async(self._whole_path(self._bodies(calls), concurrency))  # type: ignore[no-any-return]
+
+    async def _whole_path(self, bodies: list[dict[str, Any]], concurrency: int) -> list[Call]:
+        calls: list[Call] = []
+        async with session(self.base_url, concurrency, self.headers) as http:
+
+            async def one(index: int) -> None:
+                sent = time.time()
+                async with http.post("/v1/tool-calls", json=bodies[index]) as response:
+                    receipt = await response.json(content_type=None)
+                    status = response.status
+                accepted = time.time()
+                gets = 0
+                while status in (200, 202) and receipt.get("status") not in TERMINAL:
+                    async with http.get(f"/v1/receipts/{receipt['id']}", params={"wait_s": LONG_POLL_S}) as answer:
+                        gets += 1
+                        if answer.status != 200:
+                            receipt = {"status": f"GET {answer.status}"}
+                            break
+                        receipt = await answer.json(content_type=None)
+                calls.append(Call(sent, accepted, time.time(), status,
+                                  receipt.get("status") if status in (200, 202) else None, gets, receipt))
+
+            await _in_flight(len(bodies), concurrency, one)
+        return calls
+
+    def submit(self, calls: int, concurrency: int) -> list[str]:
+        """``calls`` echo calls POSTed and not waited for; the ids of those accepted."""
+        return run_async(self._submit(self._bodies(calls), concurrency))  # type: ignore[no-any-return]
+
+    async def _submit(self, bodies: list[dict[str, Any]], concurrency: int) -> list[str]:
+        ids: list[str] = []
+        async with session(self.base_url, concurrency, self.headers) as http:
+
+            async def one(index: int) -> None:
+                async with http.post("/v1/tool-calls", json=bodies[index]) as response:
+                    receipt = await response.json(content_type=None)
+                    if response.status == 202:
+                        ids.append(receipt["id"])
+
+            await _in_flight(len(bodies), concurrency, one)
+        return ids
+
+    def post_wait(self, calls: int, wait_s: float = 10) -> dict[str, Any]:
+        """``calls`` echo calls one after the other, each a single ``POST`` with ``wait_s``."""
+        return run_async(self._post_wait(self._bodies(calls, wait_s)))  # type: ignore[no-any-return]
+
+    async def _post_wait(self, bodies: list[dict[str, Any]]) -> dict[str, Any]:
+        times, terminal = [], 0
+        async with session(self.base_url, 1, self.headers) as http:
+            for body in bodies:
+                sent = time.time()
+                async with http.post("/v1/tool-calls", json=body) as response:
+                    receipt = await response.json(content_type=None)
+                times.append(time.time() - sent)
+                terminal += response.status == 200 and receipt.get("status") == "success"
+        return {"calls": len(bodies), "round_trip": ms(times), "answered_success": terminal}
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of a :func:`hammer` run: the API key it carries, and the status it should get."""
+
+    method: str
+    path: str
+    key: str
+    body: bytes | None = None
+    expect: int = 200
+
+
+def json_body(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def hammer(base_url: str, requests: list[Request], concurrency: int) -> dict[str, Any]:
+    """Send ``requests`` with ``concurrency`` in flight; requests/s (first sent to last answered) and latency."""
+    return run_async(_hammer(base_url, requests, concurrency))  # type: ignore[no-any-return]
+
+
+async def _hammer(base_url: str, requests: list[Request], concurrency: int) -> dict[str, Any]:
+    headers = {key: {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+               for key in {r.key for r in requests}}
+    latencies: list[float] = []
+    unexpected: dict[str, int] = {}
+    sizes: set[int] = set()
+    async with session(base_url, concurrency) as http:
+
+        async def one(index: int) -> None:
+            request = requests[index]
+            sent = time.perf_counter()
+            async with http.request(request.method, request.path, data=request.body,
+                                    headers=headers[request.key]) as response:
+                body = await response.read()
+            latencies.append(time.perf_counter() - sent)
+            if response.status != request.expect:
+                unexpected[str(response.status)] = unexpected.get(str(response.status), 0) + 1
+            elif len(sizes) < 20:
+                sizes.add(len(body))
+
+        started = time.perf_counter()
+        await _in_flight(len(requests), concurrency, one)
+        seconds = time.perf_counter() - started
+    return {"requests": len(requests), "concurrency": concurrency, "requests_per_s": round(len(requests) / seconds, 1),
+            "latency": ms(latencies), "unexpected": unexpected, "body_bytes": sorted(sizes)}
