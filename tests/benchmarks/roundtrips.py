@@ -7,7 +7,8 @@ Each proxy sits between one toolrelay process and the real server on 127.0.0.1 a
   from the prepared statement a ``Bind`` names); SSL is refused so the bytes stay readable;
 * Redis: every command, by name.
 
-Used on its own small sequential run: the proxy adds latency, so it never runs while timing.
+Used on its own small sequential run: the proxy adds latency, so it never runs while timing. The
+calls take the user's whole path (POST, then long-poll the receipt), so the reads count too.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ import asyncio
 import re
 import struct
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
+
+from tests.benchmarks.load import Client
+from tests.benchmarks.run import Run
+from tests.support import services
 
 SSL_REQUEST = 80877103
 GSSENC_REQUEST = 80877104
@@ -178,3 +185,43 @@ class CountingProxy:
                 self.tally.labels[words[0].decode(errors="replace").upper() if words else "?"] += 1
             server_w.write(b"".join(chunks))
             await server_w.drain()
+
+
+def round_trips_section(run: Run) -> dict[str, Any]:
+    """SQL statements and Redis commands per call, gateway and worker apart (a run of its own, untimed)."""
+    calls = run.args.round_trips
+    with run.deployment("round-trips") as deployment, \
+            run.phase(f"round trips: {calls} calls through counting proxies"):
+        proxies = {f"{role}_{kind}": CountingProxy(kind, port).start()
+                   for role in ("gateway", "worker") for kind, port in (("postgres", 5432), ("redis", 6379))}
+        def stop_proxies() -> None:
+            for proxy in proxies.values():
+                proxy.stop()
+
+        run.cleanups.append(stop_proxies)
+
+        def env(role: str) -> dict[str, str]:
+            return {"TOOLRELAY_DATABASE_URL": deployment.database_url.replace(
+                        "127.0.0.1:5432", f"127.0.0.1:{proxies[role + '_postgres'].port}"),
+                    "TOOLRELAY_BROKER_URL": services.REDIS_URL.replace(
+                        "127.0.0.1:6379", f"127.0.0.1:{proxies[role + '_redis'].port}")}
+
+        _, base_url = deployment.start_gateway(env("gateway"))
+        deployment.start_worker(run.args.workers, env("worker"))
+        client = Client(base_url, deployment.api_key)
+        client.whole_path(20, 1)  # warm-up: pools, caches, prepared statements
+        started = time.monotonic()
+        for proxy in proxies.values():
+            proxy.tally.reset()
+        done = client.whole_path(calls, 1)
+        seconds = time.monotonic() - started
+        result: dict[str, Any] = {"calls": calls, "seconds": round(seconds, 1),
+                                  "gets_per_call": round(sum(c.gets for c in done) / max(calls, 1), 2)}
+        for name, proxy in proxies.items():
+            result[name] = {
+                "round_trips_per_call": round(proxy.tally.round_trips / calls, 2),
+                "per_call": {label: round(n / calls, 2) for label, n in proxy.tally.labels.most_common()},
+            }
+        deployment.stop_processes()
+        stop_proxies()
+    return result

@@ -18,14 +18,13 @@ from typing import Any
 import aiohttp
 import httpx
 from celery import Celery
-from sqlalchemy import func, insert, select
 
-from receipts.db import Database, utcnow
 from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE
 from receipts.settings import Settings
-from receipts.tables import webhook_attempts, webhook_messages
-from tests.benchmarks import load
+from tests.benchmarks import load, rows
 from tests.benchmarks.deployment import Deployment, wait_until
+from tests.benchmarks.run import Run
+from tests.support import services
 from tests.support.stack import free_port
 from workers.celery_app import celery_config
 
@@ -66,52 +65,36 @@ def sender(broker_url: str, key_prefix: str) -> Celery:
 class Deliveries:
     """Queue messages for one endpoint, let the worker's dispatcher deliver them, time it."""
 
-    def __init__(self, db: Database, publisher: Celery, *, tenant_id: str, endpoint_id: str,
+    def __init__(self, database_url: str, publisher: Celery, *, tenant_id: str, endpoint_id: str,
                  payload: dict[str, Any]) -> None:
-        self.db = db
+        self.database_url = database_url
         self.publisher = publisher
         self.tenant_id = tenant_id
         self.endpoint_id = endpoint_id
         self.payload = payload
         self._batches = 0
 
-    def _queue(self, count: int) -> None:
-        self._batches += 1
-        now = utcnow()
-        rows = [{"id": f"msg_bench{self._batches}_{i}", "tenant_id": self.tenant_id, "endpoint_id": self.endpoint_id,
-                 "url": None, "event_type": EVENT, "receipt_id": self.payload["data"]["id"], "payload": self.payload,
-                 "status": "pending", "attempts": 0, "next_attempt_at": now, "locked_until": None,
-                 "created_at": now, "updated_at": now} for i in range(count)]
-        with self.db.transaction() as conn:
-            conn.execute(insert(webhook_messages), rows)
-
-    def _count(self, status: str) -> int:
-        with self.db.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(webhook_messages)
-                                    .where(webhook_messages.c.status == status)).scalar_one())
-
     def run(self, count: int, *, stall_s: float = 60) -> dict[str, Any]:
         """Queue ``count`` messages, publish one deliver task, wait until all are delivered."""
-        before = self._count("delivered")
-        with self.db.engine.connect() as conn:
-            attempts_before = int(conn.execute(select(func.count()).select_from(webhook_attempts)).scalar_one())
-        self._queue(count)
+        url = self.database_url
+        before, attempts_before = rows.webhook_messages(url, "delivered"), rows.webhook_attempts(url)
+        self._batches += 1
+        rows.queue_webhook_messages(url, f"bench{self._batches}", count, tenant_id=self.tenant_id,
+                                    endpoint_id=self.endpoint_id, event_type=EVENT,
+                                    receipt_id=self.payload["data"]["id"], payload=self.payload)
         started = time.time()
         self.publisher.send_task(DELIVER_TASK, queue=WEBHOOKS_QUEUE)
         last, changed = -1, time.monotonic()
-        while (done := self._count("delivered") - before) < count:
+        while (done := rows.webhook_messages(url, "delivered") - before) < count:
             if done != last:
                 last, changed = done, time.monotonic()
             elif time.monotonic() - changed > stall_s:
                 raise RuntimeError(f"webhooks: {done} of {count} delivered; none for {stall_s:.0f} s "
-                                   f"({self._count('failed')} failed)")
+                                   f"({rows.webhook_messages(url, 'failed')} failed)")
             time.sleep(0.05)
-        with self.db.engine.connect() as conn:
-            finished = conn.execute(select(func.max(webhook_messages.c.updated_at))
-                                    .where(webhook_messages.c.status == "delivered")).scalar_one()
-            attempts = int(conn.execute(select(func.count()).select_from(webhook_attempts)).scalar_one())
-        return {"messages": count, "deliveries_per_s": round(count / (finished.timestamp() - started), 1),
-                "attempts_logged": attempts - attempts_before}
+        finished = rows.last_delivered_at(url)
+        return {"messages": count, "deliveries_per_s": round(count / (finished - started), 1),
+                "attempts_logged": rows.webhook_attempts(url) - attempts_before}
 
 
 async def _bare(url: str, body: bytes, count: int, concurrency: int) -> float:
@@ -136,3 +119,42 @@ def bare_aiohttp(url: str, payload: dict[str, Any], count: int, concurrency: int
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     seconds = load.run_async(_bare(url, body, count, concurrency))
     return {"posts": count, "concurrency": concurrency, "posts_per_s": round(count / seconds, 1)}
+
+
+def webhooks_section(run: Run) -> dict[str, Any]:
+    """The dispatcher (in ``toolrelay worker``) delivering queued messages, against bare aiohttp posts."""
+    args = run.args
+    count = args.webhooks
+    with run.deployment("webhooks") as deployment:
+        with run.phase("webhooks: start gateway + worker + receiver"):
+            receiver = Receiver(deployment)
+            _, base_url = deployment.start_gateway()
+            deployment.start_worker(args.workers)
+            with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {deployment.api_key}"},
+                              timeout=30) as client:
+                created = client.post("/v1/webhook-endpoints", json={"url": receiver.url, "event_types": [EVENT]})
+                if created.status_code != 201:
+                    raise RuntimeError(f"could not register the endpoint: {created.status_code} {created.text}")
+                endpoint = created.json()
+                receiver.use_secret(endpoint["secret"])
+                receipt = client.post("/v1/tool-calls", json={"tool": "echo", "arguments": {"hook": 1},
+                                                              "wait_s": 10}).json()
+            payload = {"type": EVENT, "timestamp": receipt["finished_at"], "data": receipt}
+            deliveries = Deliveries(deployment.database_url, sender(services.REDIS_URL, deployment.prefix),
+                                    tenant_id=rows.endpoint_tenant(deployment.database_url, endpoint["id"]),
+                                    endpoint_id=endpoint["id"], payload=payload)
+            deadline = time.monotonic() + 30
+            while receiver.stats()["requests"] < 1:  # the call's own receipt.succeeded, through the nudge
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the echo call's webhook never arrived")
+                time.sleep(0.05)
+            deliveries.run(min(count, 200))  # warm-up
+        result: dict[str, Any] = {}
+        with run.phase(f"webhooks: {count} deliveries by the dispatcher"):
+            result["dispatcher"] = deliveries.run(count)
+        with run.phase(f"webhooks: {count} posts by bare aiohttp"):
+            result["bare_aiohttp"] = bare_aiohttp(receiver.url, payload, count, args.concurrency)
+        result["ratio"] = round(result["dispatcher"]["deliveries_per_s"] / result["bare_aiohttp"]["posts_per_s"], 3)
+        stats = receiver.stats()
+        result["signatures"] = {"verified": stats["verified"], "bad": stats["bad_signatures"]}
+    return result
