@@ -3,8 +3,10 @@
 * Drain: ``--calls`` calls are accepted over HTTP while no worker runs, then a fresh
   ``toolrelay worker -c N`` empties the queue; the rate runs from the first receipt finished to the
   last (``finished_at``, read in SQL), so the worker's start is left out and no HTTP work shares the
-  cores. The same for bare Celery: tasks published while no worker runs, emptied by a fresh worker,
-  timed by the tasks' own clocks.
+  cores. Its CPU per call runs from the moment the worker says it is ready, so the first calls of
+  fresh pool children (imports, connections, prepared statements) are in it: small at 2,000 calls.
+  The same for bare Celery: tasks published while no worker runs, emptied by a fresh worker, timed
+  by the tasks' own clocks.
 * Transport: the bare worker once on kombu's Redis transport, as any Celery runs, and once on
   toolrelay's (``workers/redis_transport.py``: one redis-py client per channel where kombu builds one
   per acknowledgement, the unacked bookkeeping sent without waiting for its reply), each on the
@@ -61,10 +63,10 @@ def workers_section(run: Run) -> dict[str, Any]:
             result["drain"] = _drain(client, deployment.database_url,
                                      lambda: deployment.start_worker(args.workers), args.calls, args.concurrency)
             deployment.stop_processes()
-        with run.phase(f"workers: bare Celery, {args.concurrency} clients, and its drain"):
+        with run.phase(f"workers: start bare Celery (-c {args.workers}, {args.concurrency} clients), 400 tasks"):
             baseline = CeleryBaseline(deployment, args.workers, args.concurrency)
         with baseline:
-            baseline.whole_path(400)
+            baseline.whole_path(400)  # warm-up
             with run.phase(f"workers: bare Celery drain, {args.calls} tasks queued with no worker"):
                 result["bare_drain"] = baseline.drain(args.calls)
             halves: dict[str, list[dict[str, Any]]] = {"kombu": [], "toolrelay": []}

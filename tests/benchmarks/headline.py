@@ -81,7 +81,11 @@ def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def memory(gateway: Process, worker: Process, beat: Process, bare_worker: Process) -> dict[str, Any]:
-    """Resident memory (MiB) of each toolrelay process, and of the bare worker for comparison."""
+    """Resident memory (MiB) of each toolrelay process, and of the bare worker for comparison; fails if
+    any of them exited meanwhile (beat included: the figures are of a deployment with beat running)."""
+    for process in (gateway, worker, beat, bare_worker):
+        if process.popen.poll() is not None:
+            raise RuntimeError(f"{process.name} exited during the run:\n{process.log()[-3000:]}")
     workers, bare = tree_pids(worker.popen.pid), tree_pids(bare_worker.popen.pid)
     return {"gateway": rss_mb(gateway.popen.pid),
             "worker_main": rss_mb(workers[0]) if workers else float("nan"),

@@ -62,19 +62,18 @@ def headline_rows(h: dict[str, Any]) -> list[Row]:
 
 def gateway_rows(g: dict[str, Any]) -> list[Row]:
     rows: list[Row] = []
-    for kind, label, target in (("get", "GET terminal receipt", ">= 0.5x"),
-                                ("post", "POST accepted (202), worker stopped", ">= 0.25x")):
+    for kind, label, target in (("get", "GET terminal", ">= 0.5x"), ("post", "POST 202, no worker", ">= 0.25x")):
         part = g[kind]
         ours, bare = part["toolrelay"], part["bare"]
-        rows += [(f"{label} req/s gateway / bare FastAPI",
+        rows += [(f"gateway {label} req/s gw / bare FastAPI",
                   f"{ours['requests_per_s']:.0f} / {bare['requests_per_s']:.0f}", ""),
-                 (f"{label} ratio", f"{part['ratio']:.2f}x", target),
-                 (f"{label} p99 ms gateway / bare", f"{ours['p99_ms']:.1f} / {bare['p99_ms']:.1f}", "")]
+                 (f"gateway {label} ratio", f"{part['ratio']:.2f}x", target),
+                 (f"gateway {label} p99 ms gw / bare", f"{ours['p99_ms']:.1f} / {bare['p99_ms']:.1f}", "")]
         wrong = sum(ours["unexpected"].values()) + sum(bare["unexpected"].values())
         if wrong:
-            rows.append((f"{label} unexpected answers", str(wrong), "0"))
+            rows.append((f"gateway {label} unexpected answers", str(wrong), "0"))
     sizes = g["body_bytes"]
-    rows.append(("bodies bytes terminal / accepted (both sides)", f"{sizes['terminal']} / {sizes['accepted']}", ""))
+    rows.append(("gateway bodies bytes terminal / accepted", f"{sizes['terminal']} / {sizes['accepted']}", ""))
     return rows
 
 
@@ -93,6 +92,8 @@ def scale_rows(s: dict[str, Any]) -> list[Row]:
          ""),
         ("scale: GET one at a time p50/p99 ms, full", f"{lat['full']['p50_ms']:.2f} / {lat['full']['p99_ms']:.2f}",
          "p99 < 5 ms"),
+        ("scale: GET one at a time p50/p99 change ms", " / ".join(
+            f"{lat['full'][q] - lat['empty'][q]:+.2f}" for q in ("p50_ms", "p99_ms")), ""),
         ("scale: POST req/s empty / full",
          f"{post['empty']['requests_per_s']:.0f} / {post['full']['requests_per_s']:.0f}", ""),
         ("scale: POST rate change", f"{post['rate_change_pct']:+.1f} %", "within 10 %"),
