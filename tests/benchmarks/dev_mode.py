@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,12 @@ def dev_section(run: Run) -> dict[str, Any]:
     """``toolrelay dev``: its whole path and low-load round trip against bare Celery's."""
     args = run.args
     with run.deployment("dev") as deployment:
-        data_dir = deployment.log_dir / "dev-data"
+        # A directory of its own, traversable by others: dev's embedded PostgreSQL may run its server
+        # as a system user of its own (as root it does), and the log directory is the benchmark's only.
+        parent = Path(tempfile.mkdtemp(prefix="toolrelay-bench-dev-"))
+        parent.chmod(0o755)
+        data_dir = parent / "data"
+        run.cleanups.append(lambda: shutil.rmtree(parent, ignore_errors=True))
         with run.phase(f"dev: start toolrelay dev, and bare Celery (-c {args.workers}, "
                        f"{args.concurrency} clients)"):
             dev, base_url, key = start_dev(deployment, data_dir)
