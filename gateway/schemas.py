@@ -23,6 +23,37 @@ class ToolCallRequest(BaseModel):
     wait_s: float | None = Field(default=None, ge=0, le=60, description="Wait up to this long for a terminal state.")
 
 
+class BatchRequest(BaseModel):
+    """``POST /v1/batches``: a model's tool calls in its own format."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["openai_chat", "openai_responses", "anthropic"] = Field(
+        description="The vendor format of `message`.")
+    message: Any = Field(description="openai_chat: the assistant message with tool_calls; openai_responses: the "
+                                     "response's output list; anthropic: the assistant message with tool_use blocks.")
+    trace_id: str | None = Field(default=None, min_length=1, max_length=200)
+    wait_s: float = Field(default=30, ge=0, le=60, description="Wait up to this long for every call to end.")
+    max_result_chars: int = Field(default=16_000, ge=200, le=1_000_000,
+                                  description="Longer tool results are cut for the model (head and tail kept).")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    webhook_url: str | None = Field(default=None, max_length=2048)
+
+
+class BatchBody(BaseModel):
+    """A batch: its receipts in call order and, once every call ended, the messages to append."""
+
+    id: str
+    status: Literal["running", "completed"]
+    format: str
+    trace_id: str
+    receipts: list[str]
+    messages: list[dict[str, Any]] | None
+    metadata: dict[str, Any]
+    created_at: str
+    completed_at: str | None
+
+
 class ErrorBody(BaseModel):
     code: str
     message: str

@@ -15,16 +15,19 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import psycopg
 
 from receipts.db import Database
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CHANNEL = "toolrelay_receipts"
+RECHECK_S = 2.0  # re-read while waiting, in case a notification was missed
 LINGER_S = 30.0  # keep listening this long after the last waiter left: waits tend to come in runs
 CHECK_S = 1.0  # how often the listener looks whether anyone still waits
 READY_WAIT_S = 2.0  # how long a waiter waits for LISTEN (the connection may be down: the re-read covers)
@@ -70,6 +73,26 @@ class Waiters:
         for future in self._waiting.get(receipt_id, ()):
             if not future.done():
                 future.set_result(None)
+
+
+async def wait_until(waiters: Waiters, key: str, read: Callable[[], Awaitable[T]], done: Callable[[T], bool],
+                     wait_s: float) -> T:
+    """``read()`` again at each notification about ``key`` until ``done`` says yes or ``wait_s`` is over.
+
+    Each read comes after the waiter is registered (and LISTEN is in effect), so a change in between
+    is never missed: something that settles costs one read before the wait and one after.
+    """
+    if wait_s <= 0:
+        return await read()
+    deadline = time.monotonic() + wait_s
+    while True:
+        async with waiters.watch(key) as woken:
+            value = await read()
+            left = deadline - time.monotonic()
+            if done(value) or left <= 0:
+                return value
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken, min(left, RECHECK_S))
 
 
 class PostgresListener:

@@ -82,6 +82,7 @@ class Receipt:
     available_at: datetime
     published_at: datetime | None
     lease_expires_at: datetime | None
+    batch_id: str | None  # the batch (agent step) the call is one of, if any
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Receipt:
@@ -176,6 +177,39 @@ class ToolSpec:
         if self.kind in ("api_call", "integration"):
             data["definition"] = public_definition(self.kind, self.definition)  # credentials masked
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The tool calls of one agent step (``POST /v1/batches``) and, once all are terminal, the messages."""
+
+    id: str
+    tenant_id: str
+    trace_id: str
+    format: str
+    status: str  # running | completed
+    receipt_ids: list[str]
+    idempotency_key: str | None
+    request_hash: str | None
+    max_result_chars: int
+    metadata: dict[str, Any]
+    webhook_url: str | None
+    messages: list[dict[str, Any]] | None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    def to_api(self) -> dict[str, Any]:
+        return {"id": self.id, "status": self.status, "format": self.format, "trace_id": self.trace_id,
+                "receipts": list(self.receipt_ids), "messages": self.messages, "metadata": self.metadata,
+                "created_at": iso(self.created_at), "completed_at": iso(self.completed_at)}
+
+
+BATCH_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Batch))
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ class Settings(BaseSettings):
 
     # Gateway.
     max_body_bytes: int = 1024 * 1024
+    batch_max_calls: int = 64  # tool calls in one POST /v1/batches
     long_poll_max_s: float = 60.0
     auth_cache_s: float = 30.0
     catalogue_cache_s: float = 2.0

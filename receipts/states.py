@@ -39,7 +39,9 @@ EVENT_TYPES: Final[dict[str, str]] = {
     FAILED: "receipt.failed",
     CANCELED: "receipt.canceled",
 }
-WEBHOOK_EVENT_TYPES: Final = frozenset(EVENT_TYPES.values())
+BATCH_COMPLETED: Final = "batch.completed"
+# Every event an endpoint can subscribe to: the receipts' transitions, and the other announcements.
+WEBHOOK_EVENT_TYPES: Final = frozenset({*EVENT_TYPES.values(), BATCH_COMPLETED})
 
 # error.code vocabulary (DESIGN.md).
 ERROR_CODES: Final = frozenset(

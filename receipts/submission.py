@@ -52,6 +52,7 @@ class CallRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
     webhook_url: str | None = None
+    batch_id: str | None = None
 
 
 def deadline_for(settings: Settings, spec: ToolSpec, timeout_s: float | None) -> float:
@@ -96,7 +97,8 @@ def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: C
     return NewCall(tenant_id=tenant_id, tool=spec, arguments=request.arguments,
                    deadline_s=deadline_for(settings, spec, request.timeout_s), trace_id=request.trace_id,
                    call_id=request.call_id, parent_id=request.parent_id, idempotency_key=request.idempotency_key,
-                   request_hash=request_hash, metadata=request.metadata, webhook_url=request.webhook_url)
+                   request_hash=request_hash, metadata=request.metadata, webhook_url=request.webhook_url,
+                   batch_id=request.batch_id)
 
 
 def initial_status(spec: ToolSpec) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from agents.batches import completion
 from receipts import states
 from receipts.db import Database
 from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute
@@ -130,6 +131,7 @@ class Executor:
             return self._failed(lease, started, exc)
         recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, outcome, actor=self.actor))
         self._log_fenced(receipt, recorded)
+        self._complete_batch(recorded)
         log.info("receipt %s %s %s (attempt %d, %.0f ms)", receipt.id, receipt.tool, outcome.status, receipt.attempt,
                  (time.monotonic() - started) * 1000)
         return recorded
@@ -155,7 +157,17 @@ class Executor:
             log.info("receipt %s %s failed on attempt %d: %s: %s", receipt.id, receipt.tool, receipt.attempt,
                      err["code"], err["message"])
         self._log_fenced(receipt, recorded)
+        self._complete_batch(recorded)
         return recorded
+
+    def _complete_batch(self, recorded: Receipt | None) -> None:
+        """If this call was the last of its batch to end, complete the batch (the sweeper does, if this fails)."""
+        op = completion(recorded)
+        if op is not None:
+            try:
+                self.db.run(op)
+            except Exception:  # noqa: BLE001 - the call's end is committed; the sweeper completes the batch
+                log.exception("could not complete the batch of receipt %s; the sweeper will", recorded and recorded.id)
 
     def _log_fenced(self, receipt: Receipt, recorded: Receipt | None) -> None:
         if recorded is None:

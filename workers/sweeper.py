@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 
+from agents.batches import render
 from receipts.db import Database
 from receipts.messages import TaskSender, publish_execute
 from receipts.settings import Settings
+from receipts.store import batches
 from receipts.store.sweeps import SweepReport, sweep
 
 log = logging.getLogger(__name__)
@@ -18,6 +20,10 @@ def sweep_once(db: Database, sender: TaskSender, settings: Settings, *, after_re
                           after_restart=after_restart))
     for receipt in report.republished:
         publish_execute(sender, receipt, grace_s=settings.lease_grace_s)
+    # Batches whose last call ended without the batch completing (its completer died, or the sweep
+    # itself just ended the call).
+    for batch_id in db.run(batches.orphaned()):
+        db.run(batches.complete(batch_id, render))
     if report.total:
         log.info("sweep: republished %d, reclaimed %d, lost %d (outcome unknown or out of attempts), expired %d",
                  len(report.republished), report.reclaimed, report.lost, report.expired)

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
 from starlette.responses import JSONResponse
 
+from agents.batches import completion
 from gateway.calls import accept
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
 from gateway.schemas import PROBLEMS, EventList, ReceiptBody, ReceiptList, ResultRequest, ToolCallRequest
 from gateway.services import Services
+from gateway.waiters import wait_until
 from receipts import states
 from receipts.records import Receipt, Tenant
 from receipts.store import calls
@@ -22,24 +21,10 @@ from receipts.store.calls import Result
 
 router = APIRouter(prefix="/v1", tags=["receipts"])
 
-RECHECK_S = 2.0  # re-read while waiting, in case a notification was missed
-
-
 async def wait_for_terminal(services: Services, tenant: Tenant, receipt_id: str, wait_s: float) -> Receipt:
-    """The receipt once terminal, or as it stands after ``wait_s`` (capped at the long-poll maximum).
-
-    Each read comes after the waiter is registered (and LISTEN is in effect), so a transition in
-    between is never missed: a settled receipt costs one read before the wait and one after.
-    """
-    deadline = time.monotonic() + min(wait_s, services.settings.long_poll_max_s)
-    while True:
-        async with services.waiters.watch(receipt_id) as woken:
-            receipt = await services.read_receipt((tenant.id, receipt_id))
-            left = deadline - time.monotonic()
-            if receipt.terminal or left <= 0:
-                return receipt
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken, min(left, RECHECK_S))
+    """The receipt once terminal, or as it stands after ``wait_s`` (capped at the long-poll maximum)."""
+    return await wait_until(services.waiters, receipt_id, lambda: services.read_receipt((tenant.id, receipt_id)),
+                            lambda receipt: receipt.terminal, min(wait_s, services.settings.long_poll_max_s))
 
 
 def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False) -> JSONResponse:
@@ -100,6 +85,7 @@ async def receipt_events(receipt_id: str, services: ServicesDep, tenant: TenantD
 async def cancel_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
     """Cancel a call that has not finished. A running attempt's result is then discarded (409 if terminal)."""
     receipt = await services.db.arun(calls.cancel(tenant.id, receipt_id))
+    await complete_batch(services, receipt)
     return JSONResponse(receipt.to_api())
 
 
@@ -119,4 +105,12 @@ async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDe
     else:
         result = Result(states.SUCCESS, output=body.output)
     receipt = await services.db.arun(calls.complete_waiting(tenant.id, receipt_id, result, actor="client"))
+    await complete_batch(services, receipt)
     return JSONResponse(receipt.to_api())
+
+
+async def complete_batch(services: Services, receipt: Receipt) -> None:
+    """Complete the receipt's batch if this ended its last call (the sweeper does, should this fail)."""
+    op = completion(receipt)
+    if op is not None:
+        await services.db.arun(op)

@@ -106,6 +106,7 @@ receipts = Table(
     Column("available_at", Timestamp, nullable=False),
     Column("published_at", Timestamp, nullable=True),
     Column("lease_expires_at", Timestamp, nullable=True),
+    Column("batch_id", String(40), nullable=True),  # migration 0004
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
     Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
     Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),

@@ -52,6 +52,18 @@ class NewCall:
     request_hash: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     webhook_url: str | None = None
+    batch_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A call to insert, the status it starts in, its error when it starts failed, and the id its receipt
+    gets if it is new."""
+
+    call: NewCall
+    status: str = states.PENDING
+    error: dict[str, Any] | None = None
+    receipt_id: str = field(default_factory=lambda: new_id("rcpt"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +95,10 @@ def _json(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
-def _transition(statement: str, params: dict[str, Any], *, target: str, actor: str,
+def _transition(statement: str, params: dict[str, Any], *, actor: str,
                 detail: dict[str, Any] | None = None) -> Steps[tuple[Any, ...] | None]:
     """Run one transition statement; its row (None: it matched nothing), announced once committed."""
-    event_type = states.EVENT_TYPES.get(target)
-    params.update(actor=actor, detail=Jsonb(detail or {}), event_type=event_type,
-                  event_pattern=f"%,{event_type},%")
+    params.update(actor=actor, detail=Jsonb(detail or {}))
     row = yield Query(statement, params)
     if row is not None:
         yield Announce(Receipt.from_values(row), row[-1])
@@ -102,31 +112,30 @@ def _receipt(row: tuple[Any, ...] | None) -> Receipt | None:
 # -- writing ------------------------------------------------------------------------------------
 
 
-def insert_params(calls: list[NewCall], status: str) -> dict[str, Any]:
+def insert_params(entries: list[Entry]) -> dict[str, Any]:
     """The INSERT parameters of newly accepted calls: one array per column, one element per call."""
     columns: dict[str, list[Any]] = {name: [] for name, _ in sql.NEW_CALL_ARRAYS}
-    for call in calls:
-        spec = call.tool
+    for entry in entries:
+        call, spec = entry.call, entry.call.tool
         row = {
-            "id": new_id("rcpt"), "tenant_id": call.tenant_id, "trace_id": call.trace_id or new_id("trace"),
+            "id": entry.receipt_id, "tenant_id": call.tenant_id, "trace_id": call.trace_id or new_id("trace"),
             "call_id": call.call_id, "parent_id": call.parent_id, "tool": spec.name, "kind": spec.kind,
-            "input": Jsonb(call.arguments), "max_attempts": spec.max_attempts,
-            "idempotency_key": call.idempotency_key, "request_hash": call.request_hash,
-            "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url, "effect": spec.effect,
-            "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
-            "deadline_s": call.deadline_s,
+            "status": entry.status, "input": Jsonb(call.arguments), "error": _json(entry.error),
+            "max_attempts": spec.max_attempts, "idempotency_key": call.idempotency_key,
+            "request_hash": call.request_hash, "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url,
+            "effect": spec.effect, "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
+            "deadline_s": call.deadline_s, "batch_id": call.batch_id,
         }
         for name, values in columns.items():
             values.append(row[name])
-    return {**columns, "status": status, "published": status == states.PENDING}
+    return columns
 
 
 Accepted = tuple[Receipt, bool]
 
 
 @operation
-def create_many(new_calls: list[NewCall], *, status: str = states.PENDING,
-                actor: str = "api") -> Steps[list[Accepted | IdempotencyMismatch]]:
+def insert(entries: list[Entry], *, actor: str = "api") -> Steps[list[Accepted | IdempotencyMismatch]]:
     """Accept calls in one statement; for each, in order, ``(receipt, replayed)`` or the refusal of a key
     reused with a different request (:class:`IdempotencyMismatch`).
 
@@ -134,33 +143,39 @@ def create_many(new_calls: list[NewCall], *, status: str = states.PENDING,
     concurrent duplicates under one key create exactly one receipt: the unique index decides, and
     ``ON CONFLICT DO NOTHING`` lets the losers read the winner.
     """
-    params = insert_params(new_calls, status)
-    statement = sql.INSERT_ANNOUNCED_SQL if status in states.EVENT_TYPES else sql.INSERT_PENDING_SQL
-    event_type = states.EVENT_TYPES.get(status)
-    params.update(actor=actor, detail=Jsonb({}), event_type=event_type, event_pattern=f"%,{event_type},%")
-    rows = yield Query(statement, params, fetch="all")
+    params = insert_params(entries)
+    params.update(actor=actor)
+    rows = yield Query(sql.INSERT_SQL, params, fetch="all")
     created = {row[0]: Receipt.from_values(row) for row in rows}
     for row in rows:
         yield Announce(created[row[0]], row[-1])
-    missing = [i for i, receipt_id in enumerate(params["id"]) if receipt_id not in created]
+    missing = [entry.call for entry, receipt_id in zip(entries, params["id"], strict=True) if receipt_id not in created]
     replays: dict[tuple[str, str], Receipt] = {}
     if missing:
-        found = yield Query(sql.REPLAY, {"tenant_ids": [new_calls[i].tenant_id for i in missing],
-                                         "keys": [new_calls[i].idempotency_key for i in missing]}, fetch="all")
+        found = yield Query(sql.REPLAY, {"tenant_ids": [call.tenant_id for call in missing],
+                                         "keys": [call.idempotency_key for call in missing]}, fetch="all")
         replays = {(r.tenant_id, r.idempotency_key or ""): r for r in map(Receipt.from_values, found)}
     results: list[Accepted | IdempotencyMismatch] = []
-    for call, receipt_id in zip(new_calls, params["id"], strict=True):
+    for entry, receipt_id in zip(entries, params["id"], strict=True):
+        call = entry.call
         if receipt_id in created:
             results.append((created[receipt_id], False))
             continue
         existing = replays.get((call.tenant_id, call.idempotency_key or ""))
         if existing is None:  # the conflicting receipt was purged in between: accept this one after all
-            results.append((yield from create_many([call], status=status, actor=actor).steps)[0])
+            results.append((yield from insert([entry], actor=actor).steps)[0])
         elif existing.request_hash != call.request_hash:
             results.append(IdempotencyMismatch(receipt_id=existing.id))
         else:
             results.append((existing, True))
     return results
+
+
+@operation
+def create_many(new_calls: list[NewCall], *, status: str = states.PENDING,
+                actor: str = "api") -> Steps[list[Accepted | IdempotencyMismatch]]:
+    """:func:`insert` of calls that all start in ``status``."""
+    return (yield from insert([Entry(call, status) for call in new_calls], actor=actor).steps)
 
 
 @operation
@@ -183,7 +198,7 @@ def claim(receipt_id: str, *, lease_s: float, actor: str) -> Steps[Lease | None]
     A receipt whose retry is not yet due (``available_at`` in the future) or whose deadline has
     passed is not claimed: the early message is dropped, the sweeper settles the late one.
     """
-    row = yield from _transition(sql.CLAIM_SQL, {"id": receipt_id, "lease_s": lease_s}, target=states.RUNNING,
+    row = yield from _transition(sql.CLAIM_SQL, {"id": receipt_id, "lease_s": lease_s},
                                  actor=actor)
     if row is None:
         return None
@@ -199,7 +214,7 @@ def finish(receipt_id: str, attempt: int, result: Result, *, actor: str,
     params = {"id": receipt_id, "attempt": attempt, "target": result.status, "before": from_status,
               "output": _json(result.output), "error": _json(result.error)}
     detail = {"error": result.error} if result.error is not None else None
-    return _receipt((yield from _transition(sql.FINISH_SQL, params, target=result.status, actor=actor,
+    return _receipt((yield from _transition(sql.FINISH_SQL, params, actor=actor,
                                             detail=detail)))
 
 
@@ -213,7 +228,7 @@ def retry_later(receipt_id: str, attempt: int, err: dict[str, Any], *, delay_s: 
     """
     params = {"id": receipt_id, "attempt": attempt, "error": Jsonb(err), "delay_s": delay_s, "published": published}
     detail = {"error": err, "retry_in_s": round(delay_s, 3)}
-    return _receipt((yield from _transition(sql.RETRY_SQL, params, target=states.PENDING, actor=actor,
+    return _receipt((yield from _transition(sql.RETRY_SQL, params, actor=actor,
                                             detail=detail)))
 
 
@@ -228,7 +243,7 @@ def complete_waiting(tenant_id: str, receipt_id: str, result: Result, *, actor: 
     params = {"id": receipt_id, "tenant_id": tenant_id, "target": result.status,
               "output": _json(result.output), "error": _json(result.error)}
     detail = {"error": result.error} if result.error is not None else None
-    receipt = _receipt((yield from _transition(sql.COMPLETE_WAITING_SQL, params, target=result.status,
+    receipt = _receipt((yield from _transition(sql.COMPLETE_WAITING_SQL, params,
                                                actor=actor, detail=detail)))
     if receipt is not None:
         return receipt
@@ -248,7 +263,7 @@ def cancel(tenant_id: str, receipt_id: str, *, actor: str = "api") -> Steps[Rece
         InvalidTransition: the receipt is already terminal.
     """
     params = {"id": receipt_id, "tenant_id": tenant_id, "error": Jsonb(error("canceled", "canceled by request"))}
-    receipt = _receipt((yield from _transition(sql.CANCEL_SQL, params, target=states.CANCELED, actor=actor)))
+    receipt = _receipt((yield from _transition(sql.CANCEL_SQL, params, actor=actor)))
     if receipt is not None:
         return receipt
     current = yield from get(tenant_id, receipt_id).steps

@@ -44,21 +44,36 @@ ev AS (
     SELECT r.id, now(), r.before_status, r.status, r.attempt, %(actor)s, {detail} FROM r
 )"""
 
+# The webhook event a receipt's new status announces (states.EVENT_TYPES; NULL for pending).
+EVENT_TYPE = "CASE r.status " + " ".join(f"WHEN '{status}' THEN '{event}'" for status, event in
+                                         sorted(states.EVENT_TYPES.items())) + " END"
+
+
+def subscribers(tenant: str, event: str, url: str) -> str:
+    """Rows (endpoint_id, url) of who receives ``event`` of ``tenant``: every enabled endpoint of the
+    tenant subscribed to it, and the call's own ``url`` (SQL expressions, over the row being announced)."""
+    return f"""(
+        SELECT e.id AS endpoint_id, NULL::text AS url FROM webhook_endpoints e
+        WHERE e.tenant_id = {tenant} AND e.enabled
+          AND (e.event_types = '' OR e.event_types LIKE '%%,' || {event} || ',%%')
+        UNION ALL
+        SELECT NULL, {url} WHERE {url} IS NOT NULL
+    )"""
+
+
+MESSAGE_COLUMNS = ("id, tenant_id, endpoint_id, url, event_type, receipt_id, payload, status, attempts, "
+                   "next_attempt_at, created_at, updated_at")
+NEW_MESSAGE_ID = "'msg_' || replace(gen_random_uuid()::text, '-', '')"
+
 OUTBOX = f"""
 m AS (
-    INSERT INTO webhook_messages (id, tenant_id, endpoint_id, url, event_type, receipt_id, payload, status,
-                                  attempts, next_attempt_at, created_at, updated_at)
-    SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), r.tenant_id, t.endpoint_id, t.url,
-           %(event_type)s::text, r.id,
-           jsonb_build_object('type', %(event_type)s::text, 'timestamp', {NOW_ISO}, 'data', {api_json("r")}),
+    INSERT INTO webhook_messages ({MESSAGE_COLUMNS})
+    SELECT {NEW_MESSAGE_ID}, r.tenant_id, t.endpoint_id, t.url, r.event_type, r.id,
+           jsonb_build_object('type', r.event_type, 'timestamp', {NOW_ISO}, 'data', {api_json("r")}),
            'pending', 0, now(), now(), now()
-    FROM r CROSS JOIN LATERAL (
-        SELECT e.id AS endpoint_id, NULL::text AS url FROM webhook_endpoints e
-        WHERE e.tenant_id = r.tenant_id AND e.enabled
-          AND (e.event_types = '' OR e.event_types LIKE %(event_pattern)s)
-        UNION ALL
-        SELECT NULL, r.webhook_url WHERE r.webhook_url IS NOT NULL
-    ) AS t
+    FROM (SELECT r.*, {EVENT_TYPE} AS event_type FROM r) AS r
+    CROSS JOIN LATERAL {subscribers("r.tenant_id", "r.event_type", "r.webhook_url")} AS t
+    WHERE r.event_type IS NOT NULL
     RETURNING 1
 )"""
 
@@ -82,20 +97,23 @@ RETURNING = f"RETURNING {COLUMNS}"
 
 # New calls, any number in one statement (the arrays of unnest, one element per call). A deadline
 # is the database's now() plus the call's timeout; pending calls are published at once
-# (published_at), waiting ones are not published at all. A call whose (tenant, idempotency key)
-# exists already is left out of RETURNING: the caller reads what that key made.
+# (published_at); a call that starts terminal (a model's mistake in a batch) starts finished. A
+# call whose (tenant, idempotency key) exists already is left out of RETURNING: the caller reads
+# what that key made.
 NEW_CALL_ARRAYS = (
     ("id", "text"), ("tenant_id", "text"), ("trace_id", "text"), ("call_id", "text"), ("parent_id", "text"),
-    ("tool", "text"), ("kind", "text"), ("input", "jsonb"), ("max_attempts", "int"), ("idempotency_key", "text"),
-    ("request_hash", "text"), ("metadata", "jsonb"), ("webhook_url", "text"), ("effect", "text"),
-    ("idempotent", "bool"), ("timeout_s", "float8"), ("queue", "text"), ("deadline_s", "float8"),
+    ("tool", "text"), ("kind", "text"), ("status", "text"), ("input", "jsonb"), ("error", "jsonb"),
+    ("max_attempts", "int"), ("idempotency_key", "text"), ("request_hash", "text"), ("metadata", "jsonb"),
+    ("webhook_url", "text"), ("effect", "text"), ("idempotent", "bool"), ("timeout_s", "float8"),
+    ("queue", "text"), ("deadline_s", "float8"), ("batch_id", "text"),
 )
 INSERT = f"""
 INSERT INTO receipts ({COLUMNS})
-SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, %(status)s, u.input, NULL, NULL, 0,
+SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, u.status, u.input, NULL, u.error, 0,
        u.max_attempts, u.idempotency_key, u.request_hash, u.metadata, u.webhook_url, u.effect, u.idempotent,
-       u.timeout_s, u.queue, now(), now(), NULL, NULL, now() + make_interval(secs => u.deadline_s), now(),
-       CASE WHEN %(published)s THEN now() END, NULL
+       u.timeout_s, u.queue, now(), now(), NULL, CASE WHEN u.status IN {_in(states.TERMINAL)} THEN now() END,
+       now() + make_interval(secs => u.deadline_s), now(), CASE WHEN u.status = 'pending' THEN now() END, NULL,
+       u.batch_id
 FROM unnest({", ".join(f"%({name})s::{kind}[]" for name, kind in NEW_CALL_ARRAYS)})
      AS u({", ".join(name for name, _ in NEW_CALL_ARRAYS)})
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -149,8 +167,8 @@ UPDATE receipts SET status = %(target)s, updated_at = now(), output = %(output)s
 WHERE id = %(id)s AND (tenant_id = %(tenant_id)s AND status = 'waiting' AND deadline_at > now()) IS TRUE
 {RETURNING}, 'waiting'::text AS before_status"""
 
-INSERT_PENDING_SQL = transition(INSERT, announce=False)  # pending is not announced: the 202 says it
-INSERT_ANNOUNCED_SQL = transition(INSERT, announce=True)
+ERROR_DETAIL = "CASE WHEN r.error IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('error', r.error) END"
+INSERT_SQL = transition(INSERT, announce=True, detail=ERROR_DETAIL)
 CLAIM_SQL = transition(CLAIM, announce=True)
 FINISH_SQL = transition(FINISH, announce=True)
 RETRY_SQL = transition(RETRY, announce=False)

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+
 from tests.integration.pipeline.conftest import effects, wait_until
 from tests.support import sql
 from tests.support.stack import Stack

@@ -1,0 +1,98 @@
+"""A model's tool calls as a batch of receipts, and the batch's receipts as the messages the model reads.
+
+:func:`entries` turns each call into what the store inserts: a call to run (pending, or waiting for
+a client-run tool), or, for what the model got wrong, a receipt that starts ``failed`` with an
+error the model can act on: arguments that are not a JSON object (``invalid_arguments``), a tool
+it may not call or that does not exist (``not_found``, naming the tools it may use), arguments that
+fail the schema (``invalid_arguments``, every error by field). :func:`render` writes the messages
+once every call is terminal, in the batch's format and the calls' order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents.calls import ToolCall, ToolResult
+from agents.content import content
+from agents.formats import FORMATS
+from receipts import states
+from receipts.db import Op
+from receipts.errors import InvalidInput
+from receipts.records import Batch, Receipt, ToolSpec
+from receipts.settings import Settings
+from receipts.store import batches
+from receipts.store.calls import Entry, NewCall, error
+from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
+
+MAX_LISTED_TOOLS = 100
+
+
+def unknown_tool(name: str) -> ToolSpec:
+    """The stand-in contract of a call to a tool that does not exist (its receipt starts failed)."""
+    return ToolSpec(name=name[:64], kind="unknown", description="", parameters={}, effect="read", idempotent=True,
+                    timeout_s=0.0, max_attempts=0, queue="")
+
+
+def not_found_error(name: str, names: Sequence[str]) -> dict[str, Any]:
+    listed = ", ".join(sorted(names)[:MAX_LISTED_TOOLS]) or "none"
+    return error("not_found", f"no tool named {name!r}; the tools you may call are: {listed}",
+                 details={"tools": sorted(names)[:MAX_LISTED_TOOLS]})
+
+
+def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str, calls: Sequence[ToolCall],
+            tools: Mapping[str, CheckedTool], may_use: Sequence[str], metadata: dict[str, Any] | None = None,
+            webhook_url: str | None = None) -> list[Entry]:
+    """The store's entries for ``calls``, in order. ``tools`` has the checked tool of each called name the
+    model may call (a name missing from it is not found); ``may_use`` names every tool it may call.
+
+    Each receipt's idempotency key is derived from the batch and the model's call id, so a batch
+    opened again under its key never makes a second receipt for a call.
+    """
+    found: list[Entry] = []
+    for call in calls:
+        checked = tools.get(call.name)
+        spec = checked.spec if checked is not None else unknown_tool(call.name)
+        request = CallRequest(tool=spec.name, arguments=call.arguments or {}, trace_id=trace_id, call_id=call.call_id,
+                              idempotency_key=f"{batch_id}:{call.call_id}", metadata=dict(metadata or {}),
+                              webhook_url=webhook_url, batch_id=batch_id)
+        base = NewCall(tenant_id=tenant_id, tool=spec, arguments=call.arguments or {}, deadline_s=0.0,
+                       trace_id=trace_id, call_id=call.call_id, idempotency_key=request.idempotency_key,
+                       metadata=request.metadata, webhook_url=webhook_url, batch_id=batch_id)
+        if checked is None:
+            found.append(Entry(base, states.FAILED, not_found_error(call.name, may_use)))
+        elif call.problem is not None:
+            found.append(Entry(base, states.FAILED, error("invalid_arguments", call.problem)))
+        else:
+            try:
+                new = prepare(settings, tenant_id, checked, request)
+            except InvalidInput as exc:
+                found.append(Entry(base, states.FAILED,
+                                   error("invalid_arguments", exc.message, details={"errors": exc.errors})))
+                continue
+            found.append(Entry(new, initial_status(spec)))
+    return found
+
+
+def results(receipts: Sequence[Receipt], limit: int) -> list[ToolResult]:
+    """What the model reads for each terminal receipt, in order."""
+    found = []
+    for receipt in receipts:
+        text, is_error = content(receipt, limit)
+        found.append(ToolResult(ToolCall(receipt.call_id or receipt.id, receipt.tool, None), text, is_error))
+    return found
+
+
+def render(batch: Batch, receipts: list[Receipt]) -> list[dict[str, Any]]:
+    """The messages to append for a batch whose calls are all terminal, in its format."""
+    return FORMATS[batch.format].messages(results(receipts, batch.max_result_chars))
+
+
+def completion(receipt: Receipt | None) -> Op[Batch | None] | None:
+    """The operation that completes ``receipt``'s batch if it just ended its last call (None: nothing to do).
+
+    Whoever ends a call of a batch runs it once that end has committed.
+    """
+    if receipt is None or receipt.batch_id is None or not receipt.terminal:
+        return None
+    return batches.complete(receipt.batch_id, render)

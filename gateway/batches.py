@@ -1,0 +1,81 @@
+"""Accepting a batch: a model's tool calls in its own format, a receipt for each, published together."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+
+from starlette.concurrency import run_in_threadpool
+
+from agents import batches as agent_batches
+from agents.errors import MalformedMessage
+from agents.formats import FORMATS
+from gateway.calls import check_default_secret, publish
+from gateway.problems import Problem
+from gateway.schemas import BatchRequest
+from gateway.services import Services
+from gateway.webhook_urls import check_url
+from receipts import states
+from receipts.catalogue import tools as catalogue
+from receipts.errors import NotFound
+from receipts.ids import new_id
+from receipts.records import Batch, Receipt, Tenant
+from receipts.store import batches
+from receipts.store.batches import NewBatch
+from receipts.store.calls import fingerprint
+from receipts.submission import CheckedTool
+
+
+def batch_key(header_key: str | None, trace_id: str | None, call_ids: list[str]) -> str | None:
+    """What identifies a batch for replays: the Idempotency-Key, or else the caller's trace with the model's
+    call ids (a retried agent step sends the same), or nothing (a batch without either is always new)."""
+    if header_key is not None:
+        if not 1 <= len(header_key) <= 255:
+            raise Problem.invalid("Idempotency-Key", "must be 1 to 255 characters")
+        return header_key
+    if trace_id is None:
+        return None
+    digest = hashlib.sha256(json.dumps(call_ids).encode()).hexdigest()[:32]
+    return f"trace:{trace_id[:200]}:{digest}"
+
+
+async def accept_batch(services: Services, tenant: Tenant, body: BatchRequest,
+                       header_key: str | None) -> tuple[Batch, list[Receipt], bool]:
+    """Open the batch of ``body``'s calls and publish those to run: ``(batch, receipts, replayed)``.
+
+    Only a malformed envelope is refused (422); what the model got wrong inside it becomes a failed
+    receipt and a message it can act on. All receipts are inserted in one transaction with the batch.
+    """
+    try:
+        calls = FORMATS[body.format].calls(body.message)
+    except MalformedMessage as exc:
+        raise Problem(422, exc.message, errors=exc.errors) from None
+    limit = services.settings.batch_max_calls
+    if len(calls) > limit:
+        raise Problem.invalid("message", f"at most {limit} tool calls in one batch ({len(calls)} given)")
+    if body.webhook_url is not None:
+        await run_in_threadpool(check_url, services, body.webhook_url, field="webhook_url")  # DNS: off the loop
+        await check_default_secret(services, tenant)
+    tools: dict[str, CheckedTool] = {}
+    for name in dict.fromkeys(call.name for call in calls):
+        with contextlib.suppress(NotFound):  # the model named a tool that does not exist: its receipt says so
+            tools[name] = await services.tools.get(tenant.id, name)
+    may_use = list(tools)
+    if len(tools) < len({call.name for call in calls}):  # someone is told which tools exist
+        may_use = [spec.name for spec in await services.db.arun(catalogue.list_tools(tenant.id))]
+    trace_id = body.trace_id or new_id("trace")
+    batch_id = new_id("batch")
+    entries = agent_batches.entries(services.settings, tenant.id, batch_id=batch_id, trace_id=trace_id, calls=calls,
+                                    tools=tools, may_use=may_use, metadata=body.metadata, webhook_url=body.webhook_url)
+    request = body.model_dump(include={"format", "message", "max_result_chars", "metadata", "webhook_url"})
+    new = NewBatch(id=batch_id, tenant_id=tenant.id, trace_id=trace_id, format=body.format,
+                   idempotency_key=batch_key(header_key, body.trace_id, [call.call_id for call in calls]),
+                   request_hash=fingerprint(request), max_result_chars=body.max_result_chars,
+                   metadata=body.metadata, webhook_url=body.webhook_url, entries=entries)
+    batch, receipts, replayed = await services.db.arun(batches.open_batch(new, agent_batches.render))
+    if not replayed:
+        for receipt in receipts:
+            if receipt.status == states.PENDING:
+                publish(services, receipt)
+    return batch, receipts, replayed

@@ -1,0 +1,60 @@
+"""Batches: a model's tool calls in its own format in, the messages to append out."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+from starlette.responses import JSONResponse
+
+from gateway.batches import accept_batch
+from gateway.deps import ServicesDep, TenantDep
+from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
+from gateway.services import Services
+from gateway.waiters import wait_until
+from receipts.records import Batch, Tenant
+from receipts.store import batches
+
+router = APIRouter(prefix="/v1", tags=["batches"])
+
+
+async def read_batch(services: Services, tenant: Tenant, batch_id: str, wait_s: float) -> Batch:
+    """The batch once completed, or as it stands after ``wait_s``."""
+
+    async def read() -> Batch:
+        return (await services.db.arun(batches.get(tenant.id, batch_id)))[0]
+
+    return await wait_until(services.waiters, batch_id, read, lambda batch: batch.completed,
+                            min(wait_s, services.settings.long_poll_max_s))
+
+
+def batch_response(batch: Batch, replayed: bool = False) -> JSONResponse:
+    headers = {"Location": f"/v1/batches/{batch.id}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(batch.to_api(), status_code=200 if batch.completed else 202, headers=headers)
+
+
+@router.post("/batches", status_code=202, response_model=BatchBody,
+             responses={200: {"model": BatchBody, "description": "every call ended within wait_s"}, **PROBLEMS})
+async def create_batch(body: BatchRequest, services: ServicesDep, tenant: TenantDep,
+                       idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
+    """Run a model's tool calls, given in its own format; answer with the messages to append.
+
+    Every call becomes a receipt (the model's call id, the batch's trace), all stored in one
+    transaction and run in parallel. What the model got wrong (arguments that are not JSON, an
+    unknown tool, arguments that fail the schema) is a failed receipt and a message telling it what
+    to fix. 200 with ``messages`` once every call ended within ``wait_s``, else 202 (poll the batch).
+    The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
+    """
+    batch, _receipts, replayed = await accept_batch(services, tenant, body, idempotency_key)
+    if not batch.completed and body.wait_s:
+        batch = await read_batch(services, tenant, batch.id, body.wait_s)
+    return batch_response(batch, replayed)
+
+
+@router.get("/batches/{batch_id}", response_model=BatchBody, responses=PROBLEMS)
+async def get_batch(batch_id: str, services: ServicesDep, tenant: TenantDep,
+                    wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
+    """A batch; with ``wait_s``, long-poll up to that many seconds for it to complete."""
+    return batch_response(await read_batch(services, tenant, batch_id, wait_s))

@@ -1,0 +1,151 @@
+"""Batches: the tool calls of one agent step, opened together, completed once every call is terminal.
+
+Opening a batch is one transaction: the batch row and a receipt per call (``receipts.batch_id``),
+so the calls of a step exist together or not at all, and a retried step (the same idempotency key)
+finds the batch its first try opened instead of opening another. Completing one happens when its
+last call ends, whoever ends it (a worker, the sweeper, a client posting a function tool's result):
+under the batch's row lock, once all its receipts are terminal, the messages for the model are
+rendered (by the caller's ``render``: the vendors' formats live above this package), stored, and
+announced (webhook ``batch.completed``, and a notification for requests waiting on the batch) in
+the same transaction. Whoever ends the last call completes the batch, since each looks after its
+own write has committed; the sweeper completes any batch whose completer died in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from receipts import states
+from receipts.db import Query, Steps, operation, transaction
+from receipts.errors import IdempotencyMismatch, NotFound
+from receipts.records import BATCH_COLUMNS, Batch, Receipt, iso
+from receipts.store import calls
+from receipts.store.calls import Accepted, Entry
+from receipts.store.statements import COLUMNS, MESSAGE_COLUMNS, NEW_MESSAGE_ID, subscribers
+
+Render = Callable[[Batch, list[Receipt]], list[dict[str, Any]]]
+
+_BATCH = ", ".join(BATCH_COLUMNS)
+OPEN = f"""
+INSERT INTO batches ({_BATCH})
+VALUES (%(id)s, %(tenant_id)s, %(trace_id)s, %(format)s, 'running', %(receipt_ids)s, %(idempotency_key)s,
+        %(request_hash)s, %(max_result_chars)s, %(metadata)s, %(webhook_url)s, NULL, now(), now(), NULL)
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING {_BATCH}"""
+BY_KEY = f"SELECT {_BATCH} FROM batches WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
+GET = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s"
+LOCK = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s AND status = 'running' FOR UPDATE"
+RECEIPTS = f"SELECT {COLUMNS} FROM receipts WHERE id = ANY(%(ids)s)"
+COMPLETE = f"""
+UPDATE batches SET status = 'completed', messages = %(messages)s, completed_at = now(), updated_at = now()
+WHERE id = %(id)s RETURNING {_BATCH}"""
+ANNOUNCE = f"""
+WITH m AS (
+    INSERT INTO webhook_messages ({MESSAGE_COLUMNS})
+    SELECT {NEW_MESSAGE_ID}, %(tenant_id)s, t.endpoint_id, t.url, '{states.BATCH_COMPLETED}', %(id)s,
+           %(payload)s, 'pending', 0, now(), now(), now()
+    FROM {subscribers("%(tenant_id)s", f"'{states.BATCH_COMPLETED}'", "%(webhook_url)s::text")} AS t
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM m), pg_notify('toolrelay_receipts', %(id)s || ':completed')"""
+# Running batches none of whose receipts is still open: their completer died before it looked.
+ORPHANED = f"""
+SELECT b.id FROM batches b
+WHERE b.status = 'running' AND NOT EXISTS (
+    SELECT 1 FROM receipts r WHERE r.id = ANY(b.receipt_ids) AND r.status NOT IN
+    ({", ".join(f"'{s}'" for s in sorted(states.TERMINAL))}))
+ORDER BY b.created_at LIMIT %(limit)s"""
+
+
+@dataclass(frozen=True, slots=True)
+class NewBatch:
+    """What a caller asks to open: the batch's fields, and the calls' entries in the model's order."""
+
+    id: str
+    tenant_id: str
+    trace_id: str
+    format: str
+    idempotency_key: str | None
+    request_hash: str | None
+    max_result_chars: int
+    metadata: dict[str, Any]
+    webhook_url: str | None
+    entries: list[Entry]
+
+
+def _batch(row: tuple[Any, ...]) -> Batch:
+    return Batch(*row)
+
+
+@transaction
+def open_batch(new: NewBatch, render: Render, *, actor: str = "api") -> Steps[tuple[Batch, list[Receipt], bool]]:
+    """Open ``new`` with a receipt per entry (each entry's call carries the batch's id): ``(batch, its
+    receipts in call order, replayed)``. A batch whose calls all start terminal completes at once.
+
+    Raises:
+        IdempotencyMismatch: the batch's key was used before for a different request.
+    """
+    receipt_ids = [entry.receipt_id for entry in new.entries]
+    row = yield Query(OPEN, {"id": new.id, "tenant_id": new.tenant_id, "trace_id": new.trace_id,
+                             "format": new.format, "receipt_ids": receipt_ids,
+                             "idempotency_key": new.idempotency_key, "request_hash": new.request_hash,
+                             "max_result_chars": new.max_result_chars, "metadata": Jsonb(new.metadata),
+                             "webhook_url": new.webhook_url})
+    if row is None:  # the key opened a batch before: that one is the answer
+        existing = _batch((yield Query(BY_KEY, {"tenant_id": new.tenant_id, "key": new.idempotency_key})))
+        if existing.request_hash != new.request_hash:
+            raise IdempotencyMismatch(receipt_id=existing.id)
+        return existing, (yield from _receipts(existing)), True
+    batch = _batch(row)
+    accepted: list[Accepted | IdempotencyMismatch] = yield from calls.insert(new.entries, actor=actor).steps
+    receipts = [result[0] for result in accepted if not isinstance(result, BaseException)]
+    if all(receipt.terminal for receipt in receipts):
+        batch = (yield from _complete(batch, receipts, render)) or batch
+    return batch, receipts, False
+
+
+def _receipts(batch: Batch) -> Steps[list[Receipt]]:
+    rows = yield Query(RECEIPTS, {"ids": batch.receipt_ids}, fetch="all")
+    found = {receipt.id: receipt for receipt in map(Receipt.from_values, rows)}
+    return [found[receipt_id] for receipt_id in batch.receipt_ids if receipt_id in found]
+
+
+@operation
+def get(tenant_id: str, batch_id: str) -> Steps[tuple[Batch, list[Receipt]]]:
+    """A tenant's batch with its receipts in call order; another tenant's is NotFound, like an unknown one."""
+    row = yield Query(GET, {"id": batch_id})
+    if row is None or row[1] != tenant_id:
+        raise NotFound(f"no batch {batch_id}")
+    batch = _batch(row)
+    return batch, (yield from _receipts(batch))
+
+
+def _complete(batch: Batch, receipts: list[Receipt], render: Render) -> Steps[Batch | None]:
+    if len(receipts) != len(batch.receipt_ids) or not all(receipt.terminal for receipt in receipts):
+        return None
+    completed = _batch((yield Query(COMPLETE, {"id": batch.id, "messages": Jsonb(render(batch, receipts))})))
+    payload = {"type": states.BATCH_COMPLETED, "timestamp": iso(completed.completed_at), "data": completed.to_api()}
+    yield Query(ANNOUNCE, {"id": batch.id, "tenant_id": batch.tenant_id, "webhook_url": batch.webhook_url,
+                           "payload": Jsonb(payload)})
+    return completed
+
+
+@transaction
+def complete(batch_id: str, render: Render) -> Steps[Batch | None]:
+    """Complete the batch if every call of it is terminal now: the completed batch, or None (still
+    running, or completed already)."""
+    row = yield Query(LOCK, {"id": batch_id})
+    if row is None:
+        return None
+    batch = _batch(row)
+    return (yield from _complete(batch, (yield from _receipts(batch)), render))
+
+
+@operation
+def orphaned(limit: int = 100) -> Steps[list[str]]:
+    """Running batches whose calls are all terminal (the sweeper completes them)."""
+    return [row[0] for row in (yield Query(ORPHANED, {"limit": limit}, fetch="all"))]
