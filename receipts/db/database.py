@@ -220,10 +220,15 @@ class Database:
             return pool
         with self._pool_lock:
             if self._pool is None:
-                self._pool = ConnectionPool(
+                pool = ConnectionPool(
                     self.conninfo, connection_class=StatementConnection, min_size=1, max_size=self.pool_size,
                     kwargs=self.connect_kwargs, check=StatementConnection.check, num_workers=1,
                     timeout=POOL_TIMEOUT_S, open=True, name=f"{self.name}-sync")
+                # Until its first connection is up, an operation would wait for it and make the pool grow:
+                # a prefork child, which runs one operation at a time, would hold two connections. On a
+                # timeout wait() closes the pool, and the next operation tries with a new one.
+                pool.wait(POOL_TIMEOUT_S)
+                self._pool = pool
             return self._pool
 
     # -- the event-loop driver ------------------------------------------------------------------
