@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from receipts.db.operations import Announce, Op, Query, Steps, operation
@@ -122,6 +123,17 @@ async def _aresult(cursor: psycopg.AsyncCursor[Any], query: Query) -> Any:
     return None
 
 
+def _refuse_failed_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """Fail an atomic operation that handled an error of one of its statements and went on to return.
+
+    After a failed statement PostgreSQL keeps nothing of the transaction and turns its COMMIT into a
+    ROLLBACK without an error: returning normally would report writes that never happened.
+    """
+    if conn.info.transaction_status == TransactionStatus.INERROR:
+        raise psycopg.errors.InFailedSqlTransaction("a statement of this transaction failed and the operation "
+                                                    "went on: it was rolled back, nothing was committed")
+
+
 @contextmanager
 def _unavailable_on_connection_errors(op: Op[Any]) -> Iterator[None]:
     """Connection failures and pool exhaustion as :class:`Unavailable`; the operation is closed."""
@@ -187,6 +199,7 @@ class Database:
             if op.atomic:
                 with conn.transaction():
                     value = self._drive(op, conn.statement_cursor, announced)
+                    _refuse_failed_transaction(conn)
             else:
                 value = self._drive(op, conn.statement_cursor, announced)
             conn.last_used = time.monotonic()
@@ -261,6 +274,7 @@ class Database:
                 if op.atomic:
                     async with conn.transaction():
                         value = await self._adrive(op, conn.statement_cursor, announced)
+                        _refuse_failed_transaction(conn)
                 else:
                     value = await self._adrive(op, conn.statement_cursor, announced)
                 conn.last_used = time.monotonic()

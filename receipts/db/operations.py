@@ -16,7 +16,10 @@ classes drive them.
         return Receipt.from_tuple(row)
 
 An operation made with :func:`transaction` runs inside one transaction: committed when it returns, rolled back
-when it raises. Others run in autocommit, each statement on its own (most are a single statement:
+when it raises. An error of a statement is thrown into the operation, which may handle it; in a
+transaction it may only turn it into another exception, since PostgreSQL keeps nothing of a
+transaction after a failed statement (an atomic operation that returns after one fails with
+``InFailedSqlTransaction``). Others run in autocommit, each statement on its own (most are a single statement:
 a transition is one statement of data-modifying CTEs, see :mod:`receipts.store.statements`).
 
 An operation may also yield an :class:`Announce`: the driver hands it to the database's listeners
