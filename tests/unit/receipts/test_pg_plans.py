@@ -1,4 +1,4 @@
-"""The hot statements on PostgreSQL find their receipt by primary key, however many receipts are open.
+"""The hot statements find their receipt by primary key, however many receipts are open.
 
 A claim's ``status = 'pending' AND deadline_at > now`` matches the partial index on open receipts'
 deadlines; a planner without fresh statistics would walk that whole index (every open receipt) and
@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 
-from receipts import pg_statements as pg
-from receipts.db import Database
-from receipts.store.calls import Outcome, ReceiptStore, error
+from receipts.db import Database, Op, Query, Steps, operation
+from receipts.store import calls
+from receipts.store import statements as statements_sql
+from receipts.store.calls import Result, error
 from tests.support.factories import call, spec
+
+Recorded = list[tuple[str, dict[str, Any]]]
 
 
 def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
@@ -25,52 +28,53 @@ def plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     return nodes
 
 
+@operation
+def _statement(query: Query) -> Steps[Any]:
+    return (yield query)
+
+
 def receipt_scans(db: Database, sql: str, params: dict[str, Any]) -> list[tuple[str, str | None]]:
     """(node type, index name) of every scan of ``receipts`` in the plan PostgreSQL picks for ``sql``."""
-    raw = db.engine.raw_connection()
-    try:
-        with raw.cursor() as cursor:
-            cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
-            (document,) = cursor.fetchone()
-    finally:
-        raw.close()
+    (document,) = db.run(_statement(Query("EXPLAIN (FORMAT JSON) " + sql, params)))
     plan = (json.loads(document) if isinstance(document, str) else document)[0]["Plan"]
     return [(node["Node Type"], node.get("Index Name")) for node in plan_nodes(plan)
             if node.get("Relation Name") == "receipts" and "Scan" in node["Node Type"]]
 
 
 @pytest.fixture
-def backlog(pg_db: Database) -> ReceiptStore:
-    store = ReceiptStore(pg_db)
+def backlog(db: Database) -> Database:
     for _ in range(300):
-        store.create(call(spec("echo")))
-    return store
+        db.run(calls.create(call(spec("echo"))))
+    return db
 
 
-def captured(store: ReceiptStore, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
-    statements: list[tuple[str, dict[str, Any]]] = []
-    original = store.db.statement
+def recording(db: Database, op: Op[Any], statements: Recorded) -> Any:
+    """Run ``op`` one statement at a time, remembering each statement and its parameters."""
+    steps, result = op.steps, None
+    while True:
+        try:
+            step = steps.send(result)
+        except StopIteration as done:
+            return done.value
+        if isinstance(step, Query):
+            statements.append((step.sql, dict(step.params or {})))  # type: ignore[arg-type]
+            result = db.run(_statement(step))
+        else:
+            result = None
 
-    def recording(sql: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        statements.append((sql, dict(params)))
-        return original(sql, params)
 
-    monkeypatch.setattr(store.db, "statement", recording)
-    return statements
-
-
-def test_claim_finish_and_retry_use_the_primary_key_under_a_backlog(backlog: ReceiptStore,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    statements = captured(backlog, monkeypatch)
-    first, _ = backlog.create(call(spec("echo")))
-    claimed = backlog.claim(first.id, lease_s=30, actor="test")
+def test_claim_finish_and_retry_use_the_primary_key_under_a_backlog(backlog: Database) -> None:
+    statements: Recorded = []
+    first, _ = backlog.run(calls.create(call(spec("echo"))))
+    claimed = recording(backlog, calls.claim(first.id, lease_s=30, actor="test"), statements)
     assert claimed is not None
-    backlog.retry_later(first.id, claimed.attempt, error("tool_error", "boom", retryable=True), delay_s=0,
-                        published=True, actor="test")
-    again = backlog.claim(first.id, lease_s=30, actor="test")
+    recording(backlog, calls.retry_later(first.id, claimed.receipt.attempt, error("tool_error", "boom", retryable=True),
+                                         delay_s=0, published=True, actor="test"), statements)
+    again = recording(backlog, calls.claim(first.id, lease_s=30, actor="test"), statements)
     assert again is not None
-    backlog.finish(first.id, again.attempt, Outcome("success", output={}), actor="test")
+    recording(backlog, calls.finish(first.id, again.receipt.attempt, Result("success", output={}), actor="test"),
+              statements)
 
     by_sql = {sql: params for sql, params in statements}
-    for sql in (pg.CLAIM_SQL, pg.RETRY_SQL, pg.FINISH_SQL):
-        assert receipt_scans(backlog.db, sql, by_sql[sql]) == [("Index Scan", "receipts_pkey")], sql
+    for sql in (statements_sql.CLAIM_SQL, statements_sql.RETRY_SQL, statements_sql.FINISH_SQL):
+        assert receipt_scans(backlog, sql, by_sql[sql]) == [("Index Scan", "receipts_pkey")], sql

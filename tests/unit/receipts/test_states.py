@@ -7,8 +7,10 @@ import itertools
 import pytest
 
 from receipts import states
+from receipts.db import Database
 from receipts.errors import InvalidTransition
-from receipts.store.calls import Outcome, ReceiptStore
+from receipts.store import calls
+from receipts.store.calls import Result
 from tests.support.factories import TENANT, call
 
 EXPECTED = {
@@ -70,22 +72,22 @@ def test_error_codes_are_the_closed_vocabulary() -> None:
 
 
 @pytest.mark.parametrize("final", ["success", "failed", "partially_succeeded", "canceled"])
-def test_a_stored_terminal_receipt_never_changes_again(sqlite_db, final: str) -> None:
-    store = ReceiptStore(sqlite_db)
-    receipt, _ = store.create(call())
-    claimed = store.claim(receipt.id, lease_s=30, actor="w")
+def test_a_stored_terminal_receipt_never_changes_again(db: Database, final: str) -> None:
+    receipt, _ = db.run(calls.create(call()))
+    claimed = db.run(calls.claim(receipt.id, lease_s=30, actor="w"))
     assert claimed is not None
     if final == "canceled":
-        store.cancel(TENANT, receipt.id)
+        db.run(calls.cancel(TENANT, receipt.id))
     else:
-        assert store.finish(receipt.id, 1, Outcome(final, output={"v": 1}), actor="w") is not None
-    settled = store.get(TENANT, receipt.id)
+        assert db.run(calls.finish(receipt.id, 1, Result(final, output={"v": 1}), actor="w")) is not None
+    settled = db.run(calls.get(TENANT, receipt.id))
     assert settled.status == final
 
-    assert store.claim(receipt.id, lease_s=30, actor="w") is None
-    assert store.finish(receipt.id, 1, Outcome("success", output="again"), actor="w") is None
-    assert store.finish(receipt.id, 1, Outcome("failed"), actor="w") is None
-    assert store.retry_later(receipt.id, 1, {"code": "internal"}, delay_s=0, published=False, actor="w") is None
+    assert db.run(calls.claim(receipt.id, lease_s=30, actor="w")) is None
+    assert db.run(calls.finish(receipt.id, 1, Result("success", output="again"), actor="w")) is None
+    assert db.run(calls.finish(receipt.id, 1, Result("failed"), actor="w")) is None
+    assert db.run(calls.retry_later(receipt.id, 1, {"code": "internal"}, delay_s=0, published=False,
+                                    actor="w")) is None
     with pytest.raises(InvalidTransition):
-        store.cancel(TENANT, receipt.id)
-    assert store.get(TENANT, receipt.id) == settled
+        db.run(calls.cancel(TENANT, receipt.id))
+    assert db.run(calls.get(TENANT, receipt.id)) == settled
