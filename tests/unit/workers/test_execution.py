@@ -1,4 +1,4 @@
-"""The Executor on the real SQLite store: claim, run, finish or retry — every write fenced."""
+"""The Executor on the real store: claim, run, finish or retry — every write fenced."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import update
 
-from receipts.db import Database, utcnow
+from receipts.db import Database
 from receipts.records import Receipt
-from receipts.schema.tables import receipts
-from receipts.store.calls import NewCall, ReceiptStore
+from receipts.store import calls
+from receipts.store.calls import NewCall
+from tests.support import sql
 from tests.support.factories import TENANT, RecordingSender
 from workers.backoff import Backoff
 from workers.context import ToolContext
@@ -127,64 +127,68 @@ def _reset() -> Iterator[None]:
 
 
 @pytest.fixture
-def store(sqlite_db: Database) -> ReceiptStore:
-    return ReceiptStore(sqlite_db)
-
-
-@pytest.fixture
 def sender() -> RecordingSender:
     return RecordingSender()
 
 
 @pytest.fixture
-def executor(store: ReceiptStore, sender: RecordingSender) -> Executor:
+def executor(db: Database, sender: RecordingSender) -> Executor:
     registry = Registry(getattr(fn, MARK) for fn in TOOLS)
-    return Executor(store, {"python": PythonKind(registry)}, sender, backoff=Backoff(initial=0.2, jitter=0),
+    return Executor(db, {"python": PythonKind(registry)}, sender, backoff=Backoff(initial=0.2, jitter=0),
                     lease_grace_s=1.0)
 
 
-def submit(store: ReceiptStore, fn: Any, arguments: dict[str, Any] | None = None, deadline_s: float = 3600,
+def submit(db: Database, fn: Any, arguments: dict[str, Any] | None = None, deadline_s: float = 3600,
            **contract: Any) -> Receipt:
     spec = getattr(fn, MARK).spec
     if contract:
         spec = type(spec)(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__}, **contract})
-    receipt, _ = store.create(NewCall(tenant_id=TENANT, tool=spec, arguments=arguments or {}, deadline_s=deadline_s))
+    new_call = NewCall(tenant_id=TENANT, tool=spec, arguments=arguments or {}, deadline_s=deadline_s)
+    receipt, _ = db.run(calls.create(new_call))
     return receipt
 
 
-def statuses(store: ReceiptStore, receipt_id: str) -> list[str]:
-    return [event.to_status for event in store.events(TENANT, receipt_id)]
+def get(db: Database, receipt_id: str) -> Receipt:
+    return db.run(calls.get(TENANT, receipt_id))
 
 
-def test_success_records_the_output_and_hands_the_tool_its_context(store: ReceiptStore, executor: Executor,
+def statuses(db: Database, receipt_id: str) -> list[str]:
+    return [event.to_status for event in db.run(calls.events(TENANT, receipt_id))]
+
+
+def db_now(db: Database) -> datetime:
+    return sql.value(db, "SELECT now()")  # type: ignore[no-any-return]
+
+
+def test_success_records_the_output_and_hands_the_tool_its_context(db: Database, executor: Executor,
                                                                    sender: RecordingSender) -> None:
-    receipt = submit(store, greet, {"name": "Ada"})
+    receipt = submit(db, greet, {"name": "Ada"})
     done = executor.execute(receipt.id, 31.0)
     assert done is not None
     assert done.status == "success"
     assert done.output == {"hello": "Ada", "receipt": receipt.id, "attempt": 1, "timeout_s": 30.0}
     assert done.attempt == 1 and done.error is None
-    assert store.get(TENANT, receipt.id) == done
-    assert statuses(store, receipt.id) == ["pending", "running", "success"]
+    assert get(db, receipt.id) == done
+    assert statuses(db, receipt.id) == ["pending", "running", "success"]
     assert sender.sent == []
 
 
-def test_async_tools_run_on_the_event_loop(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, add, {"a": 2, "b": 40})
+def test_async_tools_run_on_the_event_loop(db: Database, executor: Executor) -> None:
+    receipt = submit(db, add, {"a": 2, "b": 40})
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "success" and done.output == {"sum": 42}
 
 
-def test_a_duplicate_message_is_dropped_and_the_tool_runs_once(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, greet, {"name": "Ada"})
+def test_a_duplicate_message_is_dropped_and_the_tool_runs_once(db: Database, executor: Executor) -> None:
+    receipt = submit(db, greet, {"name": "Ada"})
     assert executor.execute(receipt.id) is not None
     assert executor.execute(receipt.id) is None
     assert CALLS == ["greet"]
     assert executor.execute("rcpt_unknown") is None
 
 
-def test_tool_error_fails_without_retry(store: ReceiptStore, executor: Executor, sender: RecordingSender) -> None:
-    receipt = submit(store, refuse, {"reason": "card declined"})
+def test_tool_error_fails_without_retry(db: Database, executor: Executor, sender: RecordingSender) -> None:
+    receipt = submit(db, refuse, {"reason": "card declined"})
     done = executor.execute(receipt.id)
     assert done is not None
     assert done.status == "failed"
@@ -194,8 +198,8 @@ def test_tool_error_fails_without_retry(store: ReceiptStore, executor: Executor,
     assert sender.sent == []
 
 
-def test_arguments_the_function_rejects_fail_as_invalid_arguments(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, greet, {"name": ["not", "a", "string"]})
+def test_arguments_the_function_rejects_fail_as_invalid_arguments(db: Database, executor: Executor) -> None:
+    receipt = submit(db, greet, {"name": ["not", "a", "string"]})
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "failed"
     assert done.error["code"] == "invalid_arguments"  # type: ignore[index]
@@ -203,31 +207,31 @@ def test_arguments_the_function_rejects_fail_as_invalid_arguments(store: Receipt
     assert CALLS == []
 
 
-def test_retryable_error_on_a_read_schedules_a_retry_with_backoff(store: ReceiptStore, executor: Executor,
+def test_retryable_error_on_a_read_schedules_a_retry_with_backoff(db: Database, executor: Executor,
                                                                  sender: RecordingSender) -> None:
-    receipt = submit(store, unstable)
-    before = utcnow()
+    receipt = submit(db, unstable)
+    before = db_now(db)
     again = executor.execute(receipt.id)
     assert again is not None
     assert again.status == "pending"
     assert again.attempt == 1
     assert again.error["code"] == "upstream_error" and again.error["retryable"]  # type: ignore[index]
-    assert before + timedelta(seconds=0.2) <= again.available_at <= utcnow() + timedelta(seconds=0.2)
+    assert before + timedelta(seconds=0.2) <= again.available_at <= db_now(db) + timedelta(seconds=0.2)
     [message] = sender.sent
     assert message.name == "toolrelay.execute"
     assert message.args == [receipt.id, 31.0]  # lease: the tool's timeout plus the grace period
     assert message.options["queue"] == "tools"
     assert message.options["countdown"] == pytest.approx(0.2)
-    assert statuses(store, receipt.id) == ["pending", "running", "pending"]
+    assert statuses(db, receipt.id) == ["pending", "running", "pending"]
 
 
-def test_retries_back_off_and_stop_after_max_attempts(store: ReceiptStore, executor: Executor,
+def test_retries_back_off_and_stop_after_max_attempts(db: Database, executor: Executor,
                                                      sender: RecordingSender) -> None:
-    receipt = submit(store, unstable)
+    receipt = submit(db, unstable)
     for attempt in (1, 2):
         again = executor.execute(receipt.id)
         assert again is not None and again.status == "pending" and again.attempt == attempt
-        _make_due(store, receipt.id)  # as if the countdown had passed
+        _make_due(db, receipt.id)  # as if the countdown had passed
     final = executor.execute(receipt.id)
     assert final is not None
     assert final.status == "failed" and final.attempt == 3
@@ -236,45 +240,44 @@ def test_retries_back_off_and_stop_after_max_attempts(store: ReceiptStore, execu
     assert CALLS == ["unstable"] * 3
 
 
-def _make_due(store: ReceiptStore, receipt_id: str) -> None:
-    with store.db.transaction() as conn:
-        conn.execute(update(receipts).where(receipts.c.id == receipt_id).values(available_at=utcnow()))
+def _make_due(db: Database, receipt_id: str) -> None:
+    sql.execute(db, "UPDATE receipts SET available_at = now() WHERE id = %(id)s", id=receipt_id)
 
 
-def test_retry_after_from_the_tool_sets_the_countdown(store: ReceiptStore, executor: Executor,
+def test_retry_after_from_the_tool_sets_the_countdown(db: Database, executor: Executor,
                                                       sender: RecordingSender) -> None:
-    receipt = submit(store, unstable, {"retry_after_ms": 3000})
+    receipt = submit(db, unstable, {"retry_after_ms": 3000})
     again = executor.execute(receipt.id)
     assert again is not None and again.status == "pending"
     assert again.error["retry_after_ms"] == 3000  # type: ignore[index]
     assert sender.sent[0].options["countdown"] == 3.0
 
 
-def test_a_retry_due_later_than_a_minute_is_left_to_the_sweeper(store: ReceiptStore, executor: Executor,
+def test_a_retry_due_later_than_a_minute_is_left_to_the_sweeper(db: Database, executor: Executor,
                                                                 sender: RecordingSender) -> None:
-    receipt = submit(store, unstable, {"retry_after_ms": 90_000})
+    receipt = submit(db, unstable, {"retry_after_ms": 90_000})
     again = executor.execute(receipt.id)
     assert again is not None and again.status == "pending"
     assert again.published_at is None
     assert sender.sent == []
 
 
-def test_no_retry_when_it_would_be_due_after_the_deadline(store: ReceiptStore, executor: Executor,
+def test_no_retry_when_it_would_be_due_after_the_deadline(db: Database, executor: Executor,
                                                           sender: RecordingSender) -> None:
-    receipt = submit(store, unstable, {"retry_after_ms": 120_000}, deadline_s=60)
+    receipt = submit(db, unstable, {"retry_after_ms": 120_000}, deadline_s=60)
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "failed"
     assert sender.sent == []
 
 
-def test_retryable_error_on_a_non_idempotent_write_fails_without_retry(store: ReceiptStore, executor: Executor,
+def test_retryable_error_on_a_non_idempotent_write_fails_without_retry(db: Database, executor: Executor,
                                                                        sender: RecordingSender) -> None:
-    receipt = submit(store, charge, {"amount": 5})
+    receipt = submit(db, charge, {"amount": 5})
     done = executor.execute(receipt.id)
     assert done is not None
     assert done.status == "failed"
     assert done.error["code"] == "tool_error"  # type: ignore[index]
-    assert done.error["retryable"] is True  # the error itself was transient...
+    assert done.error["retryable"] is True  # type: ignore[index]  # the error itself was transient...
     assert "non-idempotent" in done.error["details"]["not_retried"]  # type: ignore[index]  # ...but not retried
     assert sender.sent == []
     assert CALLS == ["charge"]
@@ -282,26 +285,26 @@ def test_retryable_error_on_a_non_idempotent_write_fails_without_retry(store: Re
     assert CALLS == ["charge"]
 
 
-def test_unexpected_exception_is_recorded_as_tool_error(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, explode)
+def test_unexpected_exception_is_recorded_as_tool_error(db: Database, executor: Executor) -> None:
+    receipt = submit(db, explode)
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "failed"
     assert done.error["code"] == "tool_error"  # type: ignore[index]
     assert "KeyError" in done.error["message"]  # type: ignore[index]
 
 
-def test_unexpected_exception_in_a_read_is_retried(store: ReceiptStore, executor: Executor,
+def test_unexpected_exception_in_a_read_is_retried(db: Database, executor: Executor,
                                                    sender: RecordingSender) -> None:
-    receipt = submit(store, explode, effect="read", idempotent=True)
+    receipt = submit(db, explode, effect="read", idempotent=True)
     again = executor.execute(receipt.id)
     assert again is not None and again.status == "pending"
     assert len(sender.sent) == 1
 
 
 @pytest.mark.parametrize("fn", [block, async_block], ids=["sync", "async"])
-def test_a_tool_past_its_timeout_fails_with_timeout_soon_after_the_limit(store: ReceiptStore, executor: Executor,
+def test_a_tool_past_its_timeout_fails_with_timeout_soon_after_the_limit(db: Database, executor: Executor,
                                                                          fn: Any) -> None:
-    receipt = submit(store, fn, {"seconds": 20})
+    receipt = submit(db, fn, {"seconds": 20})
     started = time.monotonic()
     done = executor.execute(receipt.id)
     elapsed = time.monotonic() - started
@@ -312,80 +315,90 @@ def test_a_tool_past_its_timeout_fails_with_timeout_soon_after_the_limit(store: 
     assert done.output is None
 
 
-def test_the_deadline_shortens_the_attempt_timeout(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, block, {"seconds": 20}, deadline_s=1.5, timeout_s=30)
+def test_the_deadline_shortens_the_attempt_timeout(db: Database, executor: Executor) -> None:
+    receipt = submit(db, block, {"seconds": 20}, deadline_s=1.5, timeout_s=30)
     started = time.monotonic()
     done = executor.execute(receipt.id)
     assert done is not None and done.error["code"] == "timeout"  # type: ignore[index]
     assert time.monotonic() - started < 3.0
 
 
-def test_cancel_while_running_discards_the_result(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, wait_for_release)
+def test_the_attempt_timeout_is_the_time_left_by_the_databases_clock(db: Database, executor: Executor) -> None:
+    receipt = submit(db, block, {"seconds": 20}, deadline_s=3600, timeout_s=30)
+    sql.execute(db, "UPDATE receipts SET deadline_at = now() + interval '1.5 seconds' WHERE id = %(id)s",
+                id=receipt.id)
+    started = time.monotonic()
+    done = executor.execute(receipt.id)
+    assert done is not None and done.error["code"] == "timeout"  # type: ignore[index]
+    assert 1.0 <= time.monotonic() - started < 3.0
+
+
+def test_cancel_while_running_discards_the_result(db: Database, executor: Executor) -> None:
+    receipt = submit(db, wait_for_release)
     results: list[Receipt | None] = []
     runner = threading.Thread(target=lambda: results.append(executor.execute(receipt.id)))
     runner.start()
     assert STARTED.wait(10)
-    assert store.cancel(TENANT, receipt.id).status == "canceled"
+    assert db.run(calls.cancel(TENANT, receipt.id)).status == "canceled"
     RELEASE.set()
     runner.join(10)
     assert results == [None]
-    final = store.get(TENANT, receipt.id)
+    final = get(db, receipt.id)
     assert final.status == "canceled" and final.output is None
-    assert statuses(store, receipt.id) == ["pending", "running", "canceled"]
+    assert statuses(db, receipt.id) == ["pending", "running", "canceled"]
 
 
-def test_a_tool_this_worker_does_not_have_fails_without_retry(store: ReceiptStore, executor: Executor,
+def test_a_tool_this_worker_does_not_have_fails_without_retry(db: Database, executor: Executor,
                                                               sender: RecordingSender) -> None:
-    receipt = submit(store, greet, {"name": "x"}, name="not_here")
+    receipt = submit(db, greet, {"name": "x"}, name="not_here")
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "failed"
     assert "not_here" in done.error["message"]  # type: ignore[index]
     assert sender.sent == []
 
 
-def test_a_kind_this_worker_cannot_run_fails(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, greet, {"name": "x"}, kind="integration")
+def test_a_kind_this_worker_cannot_run_fails(db: Database, executor: Executor) -> None:
+    receipt = submit(db, greet, {"name": "x"}, kind="integration")
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "failed"
     assert "integration" in done.error["message"]  # type: ignore[index]
 
 
-def test_without_a_lease_in_the_message_the_claim_takes_timeout_plus_grace(store: ReceiptStore,
+def test_without_a_lease_in_the_message_the_claim_takes_timeout_plus_grace(db: Database,
                                                                            executor: Executor) -> None:
-    receipt = submit(store, wait_for_release)
+    receipt = submit(db, wait_for_release)
     runner = threading.Thread(target=executor.execute, args=(receipt.id,))
     runner.start()
     assert STARTED.wait(10)
-    running = store.get(TENANT, receipt.id)
+    running = get(db, receipt.id)
     assert running.lease_expires_at == running.started_at + timedelta(seconds=31)  # type: ignore[operator]
     RELEASE.set()
     runner.join(10)
-    assert store.get(TENANT, receipt.id).status == "success"
+    assert get(db, receipt.id).status == "success"
 
 
-def test_output_is_converted_to_json_like_pydantic_does(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, returns, {"kind": "datetime"})
+def test_output_is_converted_to_json_like_pydantic_does(db: Database, executor: Executor) -> None:
+    receipt = submit(db, returns, {"kind": "datetime"})
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "success"
     assert done.output == {"at": "2030-01-02T03:04:05Z", "id": "00000000-0000-0000-0000-000000000001", "n": "1.5"}
 
 
 @pytest.mark.parametrize("kind", ["object", "nan"])
-def test_output_with_no_json_form_fails_the_call_at_once(store: ReceiptStore, executor: Executor,
+def test_output_with_no_json_form_fails_the_call_at_once(db: Database, executor: Executor,
                                                         sender: RecordingSender, kind: str) -> None:
-    receipt = submit(store, returns, {"kind": kind})
+    receipt = submit(db, returns, {"kind": kind})
     done = executor.execute(receipt.id)
     assert done is not None
     assert done.status == "failed"  # not left running for the sweeper to call outcome_unknown
     assert done.error["code"] == "tool_error"  # type: ignore[index]
     assert "JSON" in done.error["message"]  # type: ignore[index]
     assert sender.sent == []
-    assert store.get(TENANT, receipt.id).status == "failed"
+    assert get(db, receipt.id).status == "failed"
 
 
-def test_error_details_with_no_json_form_are_still_recorded(store: ReceiptStore, executor: Executor) -> None:
-    receipt = submit(store, returns, {"kind": "details"})
+def test_error_details_with_no_json_form_are_still_recorded(db: Database, executor: Executor) -> None:
+    receipt = submit(db, returns, {"kind": "details"})
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "failed"
     details = done.error["details"]  # type: ignore[index]
@@ -393,13 +406,13 @@ def test_error_details_with_no_json_form_are_still_recorded(store: ReceiptStore,
     assert details["what"].startswith("<object object")
 
 
-def test_partial_success_keeps_what_was_done_and_is_not_retried(store: ReceiptStore, executor: Executor,
+def test_partial_success_keeps_what_was_done_and_is_not_retried(db: Database, executor: Executor,
                                                                 sender: RecordingSender) -> None:
-    receipt = submit(store, send_batch, {"recipients": ["a@x", "b@x", "c@x"]})
+    receipt = submit(db, send_batch, {"recipients": ["a@x", "b@x", "c@x"]})
     done = executor.execute(receipt.id)
     assert done is not None and done.status == "partially_succeeded" and done.terminal
     assert done.output == {"sent": ["a@x", "b@x"]}
     assert done.error is not None and done.error["code"] == "tool_error" and not done.error["retryable"]
     assert done.error["details"] == {"bounced": "c@x"}
     assert CALLS == ["send_batch"] and sender.sent == []
-    assert statuses(store, receipt.id) == ["pending", "running", "partially_succeeded"]
+    assert statuses(db, receipt.id) == ["pending", "running", "partially_succeeded"]

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from receipts.db import Database
-from receipts.store.calls import ReceiptStore
-from receipts.store.sweeps import Sweeper
+from receipts.settings import Settings
+from receipts.store import calls
+from tests.support import sql
 from tests.support.factories import RecordingSender, call, spec
 from workers.sweeper import sweep_once
 
 
-def test_sweep_once_republishes_with_the_lease_and_time_limit(sqlite_db: Database) -> None:
-    store = ReceiptStore(sqlite_db)
-    receipt, _ = store.create(call(spec("lookup", timeout_s=4)))
+def test_sweep_once_republishes_with_the_lease_and_time_limit(db: Database) -> None:
+    receipt, _ = db.run(calls.create(call(spec("lookup", timeout_s=4))))
     sender = RecordingSender()
-    report = sweep_once(Sweeper(store, republish_after_s=0), sender, grace_s=2, after_restart=True)
+    report = sweep_once(db, sender, Settings(republish_after_s=0, lease_grace_s=2), after_restart=True)
     assert [r.id for r in report.republished] == [receipt.id]
     [message] = sender.sent
     assert message.name == "toolrelay.execute"
@@ -23,9 +23,21 @@ def test_sweep_once_republishes_with_the_lease_and_time_limit(sqlite_db: Databas
     assert message.options["countdown"] is None
 
 
-def test_sweep_once_sends_nothing_when_nothing_is_lost(sqlite_db: Database) -> None:
-    store = ReceiptStore(sqlite_db)
-    store.create(call())
+def test_sweep_once_sends_nothing_when_nothing_is_lost(db: Database) -> None:
+    db.run(calls.create(call()))
     sender = RecordingSender()
-    assert sweep_once(Sweeper(store, republish_after_s=30), sender, grace_s=2).total == 0
+    assert sweep_once(db, sender, Settings(republish_after_s=30, lease_grace_s=2)).total == 0
     assert sender.sent == []
+
+
+def test_sweep_once_resends_a_receipt_whose_lease_ran_out_by_the_databases_clock(db: Database) -> None:
+    receipt, _ = db.run(calls.create(call(spec("lookup", timeout_s=4))))
+    assert db.run(calls.claim(receipt.id, lease_s=3600, actor="w")) is not None
+    sender = RecordingSender()
+    settings = Settings(republish_after_s=30, lease_grace_s=2)
+    assert sweep_once(db, sender, settings).total == 0  # the lease is good for an hour
+    sql.execute(db, "UPDATE receipts SET lease_expires_at = now() - interval '1 second' WHERE id = %(id)s",
+                id=receipt.id)
+    report = sweep_once(db, sender, settings)
+    assert (report.reclaimed, [r.id for r in report.republished]) == (1, [receipt.id])
+    assert sender.executes() == [receipt.id]
