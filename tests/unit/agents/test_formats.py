@@ -90,7 +90,8 @@ def response_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
 def test_openai_responses_reads_function_calls_and_ignores_every_other_item() -> None:
     output = [{"type": "reasoning", "id": "rs_1", "summary": []},
               response_call("call_1", "echo", {"a": 1}),
-              {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]},
+              {"type": "message", "id": "msg_1", "role": "assistant",
+               "content": [{"type": "output_text", "text": "x"}]},
               response_call("call_2", "sleep", {"seconds": 0})]
     assert [(c.call_id, c.name) for c in RESPONSES.calls(output)] == [("call_1", "echo"), ("call_2", "sleep")]
     assert [c.call_id for c in RESPONSES.calls({"id": "resp_1", "output": output})] == ["call_1", "call_2"]
