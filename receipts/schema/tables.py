@@ -24,7 +24,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 metadata = MetaData()
 
@@ -116,8 +116,34 @@ receipts = Table(
     Index("ix_receipts_parent", "parent_id", postgresql_where=text("parent_id IS NOT NULL")),
     Index("ix_receipts_pending_available", "available_at", postgresql_where=text("status = 'pending'")),
     Index("ix_receipts_running_lease", "lease_expires_at", postgresql_where=text("status = 'running'")),
-    Index("ix_receipts_open_deadline", "deadline_at", postgresql_where=text("status IN ('pending', 'waiting')"),
-          sqlite_where=text("status IN ('pending', 'waiting')")),
+    Index("ix_receipts_open_deadline", "deadline_at", postgresql_where=text("status IN ('pending', 'waiting')")),
+    Index("ix_receipts_batch", "batch_id", postgresql_where=text("batch_id IS NOT NULL")),
+)
+
+# The tool calls of one agent step, handed over in a vendor's format (POST /v1/batches): one receipt
+# per call (receipts.batch_id), and once every one is terminal, the messages to append, rendered in
+# that format and kept here (migration 0004).
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant_id", String(40), nullable=False),
+    Column("trace_id", String(200), nullable=False),
+    Column("format", String(32), nullable=False),
+    Column("status", String(16), nullable=False),  # running | completed
+    Column("receipt_ids", ARRAY(Text), nullable=False),  # in the calls' order
+    Column("idempotency_key", String(255), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("max_result_chars", Integer, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("webhook_url", Text, nullable=True),
+    Column("messages", Json, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("completed_at", Timestamp, nullable=True),
+    UniqueConstraint("tenant_id", "idempotency_key", name="uq_batches_tenant_idempotency_key"),
+    Index("ix_batches_tenant_id", "tenant_id", "id"),
+    Index("ix_batches_running", "created_at", postgresql_where=text("status = 'running'")),
 )
 
 receipt_events = Table(

@@ -60,7 +60,8 @@ def test_every_announced_status_has_a_webhook_type_and_pending_has_none() -> Non
     assert "pending" not in states.EVENT_TYPES
     assert set(states.EVENT_TYPES) == set(states.STATUSES) - {"pending"}
     assert set(states.WEBHOOK_EVENT_TYPES) == {
-        "receipt.running", "receipt.waiting", "receipt.succeeded", "receipt.failed", "receipt.canceled"
+        "receipt.running", "receipt.waiting", "receipt.succeeded", "receipt.failed", "receipt.canceled",
+        "batch.completed",
     }
 
 
