@@ -1,4 +1,8 @@
-"""The gateway on the embedded store (SQLite) with a sender that records tasks instead of sending them."""
+"""The gateway on a test's PostgreSQL database with a sender that records tasks instead of sending them.
+
+The app runs in process (fastapi's TestClient, used as a context manager so the app's lifespan opens
+its async pool and starts its LISTEN connection); tests play the worker with the store's operations.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +15,17 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
 
 from gateway.app import create_app
-from receipts.catalogue.tools import Catalogue
+from receipts import tenants
+from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK
 from receipts.records import ToolSpec
-from receipts.schema.tables import receipts
 from receipts.settings import Settings
-from receipts.store.calls import Outcome, ReceiptStore
-from receipts.tenants import Tenants
+from receipts.store import calls
+from receipts.store.calls import Result
+from tests.support import sql
 from tests.support.factories import RecordingSender
 
 TOOLS = [
@@ -39,7 +43,6 @@ TOOLS = [
 @dataclass
 class Gateway:
     client: TestClient
-    store: ReceiptStore
     sender: RecordingSender
     db: Database
     key: str
@@ -54,8 +57,7 @@ class Gateway:
         return self.client.post("/v1/tool-calls", json=body, headers=headers, **kwargs)
 
     def receipt_count(self) -> int:
-        with self.db.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(receipts)).scalar_one())
+        return int(sql.value(self.db, "SELECT count(*) FROM receipts"))
 
     def executes(self) -> list[Any]:
         return [message for message in self.sender.sent if message.name == EXECUTE_TASK]
@@ -65,10 +67,11 @@ class Gateway:
 
         def work() -> None:
             time.sleep(delay_s)
-            claimed = self.store.claim(receipt_id, lease_s=30, actor="test-worker")
-            assert claimed is not None
-            self.store.finish(receipt_id, claimed.attempt, Outcome("success", output=claimed.input),
-                              actor="test-worker")
+            lease = self.db.run(calls.claim(receipt_id, lease_s=30, actor="test-worker"))
+            assert lease is not None
+            claimed = lease.receipt
+            self.db.run(calls.finish(receipt_id, claimed.attempt, Result("success", output=claimed.input),
+                                     actor="test-worker"))
 
         thread = threading.Thread(target=work, daemon=True)
         thread.start()
@@ -76,25 +79,22 @@ class Gateway:
 
 
 @contextmanager
-def running_gateway(db: Database) -> Iterator[Gateway]:
-    """The app on ``db`` (on PostgreSQL with its listener and async pool), two tenants, the test tools."""
-    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False),
-                        secret_key="unit-test-secret")
-    store = ReceiptStore(db)
+def running_gateway(db: Database, **settings: Any) -> Iterator[Gateway]:
+    """The app on ``db`` (with its async pool and listener, opened by its lifespan), two tenants, the test tools."""
+    app_settings = Settings(database_url=db.url, secret_key="unit-test-secret", **settings)
     sender = RecordingSender()
-    Catalogue(db).publish(TOOLS)
-    tenants = Tenants(db)
-    key = tenants.create_key("acme")
-    other_key = tenants.create_key("intruders")
-    tenant = tenants.for_key(key)
+    db.run(catalogue.publish(TOOLS))
+    key = db.run(tenants.create_key("acme"))
+    other_key = db.run(tenants.create_key("intruders"))
+    tenant = db.run(tenants.for_key(key))
     assert tenant is not None
-    with TestClient(create_app(settings, store=store, sender=sender)) as client:
-        yield Gateway(client, store, sender, db, key, other_key, tenant.id)
+    with TestClient(create_app(app_settings, db=db, sender=sender)) as client:
+        yield Gateway(client, sender, db, key, other_key, tenant.id)
 
 
 @pytest.fixture
-def gateway(sqlite_db: Database) -> Iterator[Gateway]:
-    with running_gateway(sqlite_db) as running:
+def gateway(db: Database) -> Iterator[Gateway]:
+    with running_gateway(db) as running:
         yield running
 
 

@@ -16,7 +16,7 @@ from gateway.publisher import BatchPublisher, RedisPublisher
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
-from receipts.store.calls import ReceiptStore
+from receipts.store import calls
 from tests.support import services
 from tests.support.factories import call
 
@@ -30,13 +30,12 @@ def shape(message: dict[str, Any]) -> dict[str, Any]:
             "properties": {k: v for k, v in message["properties"].items() if k not in PER_MESSAGE}}
 
 
-def test_every_queued_receipt_is_published_once_with_its_lease(sqlite_db: Database) -> None:
+def test_every_queued_receipt_is_published_once_with_its_lease(db: Database) -> None:
     prefix = services.redis_prefix()
     settings = Settings(broker_url=services.REDIS_URL, broker_key_prefix=prefix)
     app = Celery("publisher-test", broker=settings.broker_url, set_as_current=False)
     app.conf.update(broker_transport_options=transport_options(settings), task_serializer="json")
-    store = ReceiptStore(sqlite_db)
-    accepted = [store.create(call())[0] for _ in range(250)]
+    accepted = [db.run(calls.create(call()))[0] for _ in range(250)]
     publisher = BatchPublisher(app, grace_s=4)
     try:
         for receipt in accepted:
@@ -55,13 +54,12 @@ def test_every_queued_receipt_is_published_once_with_its_lease(sqlite_db: Databa
         services.clear_redis_prefix(prefix)
 
 
-def test_a_broker_that_is_down_is_reported_and_left_to_the_sweeper(sqlite_db: Database,
+def test_a_broker_that_is_down_is_reported_and_left_to_the_sweeper(db: Database,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     app = Celery("publisher-test", broker="redis://127.0.0.1:1/0", set_as_current=False)
     app.conf.update(broker_connection_retry=False, broker_connection_max_retries=0,
                     broker_transport_options={"max_retries": 0})
-    store = ReceiptStore(sqlite_db)
-    receipt, _ = store.create(call())
+    receipt, _ = db.run(calls.create(call()))
     publisher = BatchPublisher(app, grace_s=4)
     publisher(receipt)
     with caplog.at_level(logging.WARNING, logger="gateway.publisher"):
@@ -70,13 +68,13 @@ def test_a_broker_that_is_down_is_reported_and_left_to_the_sweeper(sqlite_db: Da
     assert "the sweeper will send them" in caplog.text
 
 
-def test_a_batched_message_is_the_message_send_task_would_send(sqlite_db: Database) -> None:
+def test_a_batched_message_is_the_message_send_task_would_send(db: Database) -> None:
     prefix = services.redis_prefix()
     settings = Settings(broker_url=services.REDIS_URL, broker_key_prefix=prefix)
     app = Celery("publisher-test", broker=settings.broker_url, set_as_current=False)
     app.conf.update(broker_transport_options=transport_options(settings), task_serializer="json",
                     task_ignore_result=True)
-    receipt, _ = ReceiptStore(sqlite_db).create(call())
+    receipt, _ = db.run(calls.create(call()))
     publisher = BatchPublisher(app, grace_s=4)
     try:
         publish_execute(app, receipt, grace_s=4)
@@ -109,10 +107,10 @@ def queued(prefix: str) -> list[dict[str, Any]]:
         client.close()
 
 
-def test_the_event_loop_publisher_sends_what_send_task_sends(sqlite_db: Database) -> None:
+def test_the_event_loop_publisher_sends_what_send_task_sends(db: Database) -> None:
     prefix = services.redis_prefix()
     app = redis_app(prefix)
-    receipts = [ReceiptStore(sqlite_db).create(call())[0] for _ in range(300)]
+    receipts = [db.run(calls.create(call()))[0] for _ in range(300)]
     publisher = RedisPublisher(app, grace_s=4)
 
     async def publish_all() -> None:
@@ -142,10 +140,10 @@ def test_the_event_loop_publisher_sends_what_send_task_sends(sqlite_db: Database
         services.clear_redis_prefix(prefix)
 
 
-def test_the_event_loop_publisher_reports_a_broker_that_is_down(sqlite_db: Database,
+def test_the_event_loop_publisher_reports_a_broker_that_is_down(db: Database,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     app = Celery("publisher-test", broker="redis://127.0.0.1:1/0", set_as_current=False)
-    receipt, _ = ReceiptStore(sqlite_db).create(call())
+    receipt, _ = db.run(calls.create(call()))
     publisher = RedisPublisher(app, grace_s=4)
 
     async def publish() -> None:

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from receipts.store.calls import Outcome
+from receipts.store import calls
+from receipts.store.calls import Result
 from tests.unit.gateway.conftest import Gateway, assert_problem
 
 
@@ -41,11 +42,12 @@ def test_another_tenants_receipt_is_a_404_like_an_unknown_one(gateway: Gateway) 
         assert_problem(response, 404)
     listed = gateway.client.get("/v1/receipts", headers=gateway.headers()).json()
     assert listed["data"] == []
-    assert gateway.store.get(_tenant_of(gateway, str(rid)), str(rid)).status == "pending"  # cancel was refused
+    theirs_now = gateway.db.run(calls.get(_tenant_of(gateway, str(rid)), str(rid)))
+    assert theirs_now.status == "pending"  # cancel was refused
 
 
 def _tenant_of(gateway: Gateway, receipt_id: str) -> str:
-    receipt = gateway.store.load(receipt_id)
+    receipt = gateway.db.run(calls.load(receipt_id))
     assert receipt is not None
     return receipt.tenant_id
 
@@ -111,9 +113,9 @@ def test_list_filters_by_trace_status_and_tool(gateway: Gateway) -> None:
 
 
 def test_list_pages_with_the_cursor(gateway: Gateway) -> None:
-    created = [create(gateway, arguments={"n": n})["id"] for n in range(7)]
-    seen: list[object] = []
-    params: dict[str, object] = {"limit": 3}
+    created = [str(create(gateway, arguments={"n": n})["id"]) for n in range(7)]
+    seen: list[str] = []
+    params: dict[str, str | int] = {"limit": 3}
     pages = 0
     while True:
         body = gateway.client.get("/v1/receipts", params=params, headers=gateway.headers()).json()
@@ -128,7 +130,7 @@ def test_list_pages_with_the_cursor(gateway: Gateway) -> None:
 
 @pytest.mark.parametrize("params", [{"status": "done"}, {"cursor": "!!!"}, {"cursor": "abc"}, {"cursor": "cmNwdA"},
                                     {"limit": 0}, {"limit": 201}])
-def test_bad_list_parameters_are_422(gateway: Gateway, params: dict[str, object]) -> None:
+def test_bad_list_parameters_are_422(gateway: Gateway, params: dict[str, str | int]) -> None:
     assert_problem(gateway.client.get("/v1/receipts", params=params, headers=gateway.headers()), 422)
 
 
@@ -153,10 +155,11 @@ def test_cancel_pending_then_again_is_a_409(gateway: Gateway) -> None:
 
 def test_cancel_running_discards_the_late_result(gateway: Gateway) -> None:
     created = create(gateway)
-    claimed = gateway.store.claim(str(created["id"]), lease_s=30, actor="w")
-    assert claimed is not None
+    lease = gateway.db.run(calls.claim(str(created["id"]), lease_s=30, actor="w"))
+    assert lease is not None
+    claimed = lease.receipt
     assert gateway.client.post(f"/v1/receipts/{created['id']}/cancel", headers=gateway.headers()).status_code == 200
-    assert gateway.store.finish(claimed.id, claimed.attempt, Outcome("success", output=1), actor="w") is None
+    assert gateway.db.run(calls.finish(claimed.id, claimed.attempt, Result("success", output=1), actor="w")) is None
     final = gateway.client.get(f"/v1/receipts/{created['id']}", headers=gateway.headers()).json()
     assert final["status"] == "canceled" and final["output"] is None
 
@@ -166,7 +169,7 @@ def test_cancel_wakes_a_long_poll(gateway: Gateway) -> None:
 
     def cancel_later() -> None:
         time.sleep(0.5)
-        gateway.store.cancel(gateway.tenant_id, str(created["id"]))
+        gateway.db.run(calls.cancel(gateway.tenant_id, str(created["id"])))
 
     threading.Thread(target=cancel_later, daemon=True).start()
     response = gateway.client.get(f"/v1/receipts/{created['id']}", params={"wait_s": 30}, headers=gateway.headers())

@@ -8,19 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from receipts.db import Database
-from tests.unit.gateway.conftest import Gateway, assert_problem, running_gateway
+from receipts.store import calls
+from tests.unit.gateway.conftest import Gateway, assert_problem
 
 MIB = 1024 * 1024
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def gateway(request: pytest.FixtureRequest) -> Iterator[Gateway]:
-    """Both backends: on PostgreSQL a pending call's INSERT is awaited on the event loop (async pool)."""
-    db: Database = request.getfixturevalue("sqlite_db" if request.param == "sqlite" else "pg_db")
-    with running_gateway(db) as running:
-        assert running.db.async_ready == (request.param == "postgresql")
-        yield running
 
 
 def test_call_is_accepted_stored_and_published(gateway: Gateway) -> None:
@@ -34,7 +25,7 @@ def test_call_is_accepted_stored_and_published(gateway: Gateway) -> None:
     assert (body["trace_id"], body["call_id"], body["metadata"]) == ("trace_t", "c1", {"user": "u1"})
     assert body["attempt"] == 0 and body["output"] is None and body["error"] is None
     assert response.headers["location"] == f"/v1/receipts/{body['id']}"
-    assert gateway.store.get(gateway.tenant_id, body["id"]).status == "pending"
+    assert gateway.db.run(calls.get(gateway.tenant_id, body["id"])).status == "pending"
     [message] = gateway.executes()
     assert message.args == [body["id"], 5 + 15.0]  # timeout plus the default lease grace
     assert message.options["queue"] == "tools"
@@ -205,7 +196,7 @@ def test_out_of_range_options_are_422(gateway: Gateway, field: dict[str, float])
 
 def test_timeout_s_sets_the_call_deadline(gateway: Gateway) -> None:
     body = gateway.post_call({"tool": "echo", "arguments": {}, "timeout_s": 90}).json()
-    receipt = gateway.store.get(gateway.tenant_id, body["id"])
+    receipt = gateway.db.run(calls.get(gateway.tenant_id, body["id"]))
     assert (receipt.deadline_at - receipt.created_at).total_seconds() == 90
 
 
@@ -216,4 +207,5 @@ def test_a_broker_failure_after_the_commit_still_accepts_the_call(gateway: Gatew
     gateway.sender.send_task = broken  # type: ignore[method-assign]
     response = gateway.post_call({"tool": "echo", "arguments": {"x": 1}})
     assert response.status_code == 202
-    assert gateway.store.get(gateway.tenant_id, response.json()["id"]).status == "pending"  # the sweeper sends it
+    receipt = gateway.db.run(calls.get(gateway.tenant_id, response.json()["id"]))
+    assert receipt.status == "pending"  # the sweeper sends it

@@ -10,12 +10,13 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import text
 
 from gateway import waiters as waiters_module
 from gateway.waiters import CHANNEL, PostgresListener, Waiters
 from receipts.db import Database
-from receipts.store.calls import Outcome, ReceiptStore
+from receipts.store import calls
+from receipts.store.calls import Result
+from tests.support import sql
 from tests.support.factories import call
 
 
@@ -31,10 +32,9 @@ class RecordingWaiters(Waiters):
 
 def listener_statement(db: Database) -> str | None:
     """The last statement of the listener's session: ``LISTEN ...`` or ``UNLISTEN ...`` (None: no session)."""
-    with db.engine.connect() as conn:
-        return conn.execute(text(
-            "SELECT query FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%LISTEN %' "
-            "AND pid <> pg_backend_pid()")).scalar_one_or_none()
+    query: str | None = sql.value(db, "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+                                      "AND query ~ '^(UN)?LISTEN ' AND pid <> pg_backend_pid()")
+    return query
 
 
 def wait_until_listening(db: Database, timeout: float = 15, *, listening: bool = True) -> None:
@@ -47,24 +47,21 @@ def wait_until_listening(db: Database, timeout: float = 15, *, listening: bool =
 
 
 def notify(db: Database, receipt_id: str) -> None:
-    with db.engine.connect() as conn:
-        conn.execute(text("SELECT pg_notify(:channel, :payload)"),
-                     {"channel": CHANNEL, "payload": f"{receipt_id}:success"})
-        conn.commit()
+    sql.one(db, "SELECT pg_notify(%(channel)s, %(payload)s)", channel=CHANNEL, payload=f"{receipt_id}:success")
 
 
-def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
-    store = ReceiptStore(pg_db)  # no in-process subscription: only NOTIFY can wake the waiter
-    receipt, _ = store.create(call())
+def test_a_settled_receipt_wakes_its_waiter_through_postgres(db: Database) -> None:
+    # No in-process subscription: only NOTIFY can wake the waiter.
+    receipt, _ = db.run(calls.create(call()))
     waiters = RecordingWaiters()
 
     async def scenario() -> None:
         # watch() LISTENs before it lets the waiter read
-        async with listening_for(pg_db, waiters), waiters.watch(receipt.id) as woken:
-            claimed = await asyncio.to_thread(store.claim, receipt.id, lease_s=30, actor="w")
+        async with listening_for(db, waiters), waiters.watch(receipt.id) as woken:
+            claimed = await asyncio.to_thread(db.run, calls.claim(receipt.id, lease_s=30, actor="w"))
             assert claimed is not None
             finisher = threading.Timer(
-                0.2, lambda: store.finish(receipt.id, 1, Outcome("success", output=1), actor="w"))
+                0.2, lambda: db.run(calls.finish(receipt.id, 1, Result("success", output=1), actor="w")))
             finisher.start()
             await asyncio.wait_for(woken, 10)
 
@@ -77,7 +74,7 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(pg_db: Database) ->
 async def listening_for(db: Database, waiters: Waiters) -> AsyncIterator[PostgresListener]:
     """A listener on ``db`` relaying to ``waiters``, running on this loop until the block ends."""
     waiters.bind(asyncio.get_running_loop())
-    listener = PostgresListener(db.conninfo, waiters)
+    listener = PostgresListener(db, waiters)
     listener.start()
     try:
         yield listener
@@ -85,46 +82,41 @@ async def listening_for(db: Database, waiters: Waiters) -> AsyncIterator[Postgre
         await listener.aclose()
 
 
-async def cancel_and_wait(store: ReceiptStore, waiters: Waiters) -> str:
+async def cancel_and_wait(db: Database, waiters: Waiters) -> str:
     """Create a receipt, cancel it, and wait (at most 10 s) for the wake-up; its id."""
-    receipt, _ = await asyncio.to_thread(store.create, call())
+    receipt, _ = await asyncio.to_thread(db.run, calls.create(call()))
     async with waiters.watch(receipt.id) as woken:
-        await asyncio.to_thread(store.cancel, receipt.tenant_id, receipt.id)
+        await asyncio.to_thread(db.run, calls.cancel(receipt.tenant_id, receipt.id))
         await asyncio.wait_for(woken, 10)
     return receipt.id
 
 
-def test_a_cancel_wakes_its_waiter_through_postgres(pg_db: Database) -> None:
-    store = ReceiptStore(pg_db)
+def test_a_cancel_wakes_its_waiter_through_postgres(db: Database) -> None:
     waiters = RecordingWaiters()
 
     async def scenario() -> str:
-        async with listening_for(pg_db, waiters):
-            return await cancel_and_wait(store, waiters)
+        async with listening_for(db, waiters):
+            return await cancel_and_wait(db, waiters)
 
     receipt_id = asyncio.run(scenario())
     assert waiters.heard == [receipt_id]
 
 
-def test_the_listener_reconnects_after_losing_its_connection(pg_db: Database) -> None:
-    store = ReceiptStore(pg_db)
+def test_the_listener_reconnects_after_losing_its_connection(db: Database) -> None:
     waiters = RecordingWaiters()
 
     def kill_listener_backend() -> None:
-        with pg_db.engine.connect() as conn:
-            killed = conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND query LIKE 'LISTEN %'")).scalars().all()
-            conn.commit()
-        assert killed == [True]
+        killed = sql.rows(db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND query LIKE 'LISTEN %'")
+        assert killed == [(True,)]
 
     async def scenario() -> str:
         # A request waits all along, so the listener LISTENs throughout.
-        async with listening_for(pg_db, waiters), waiters.watch("rcpt_someone_else"):
+        async with listening_for(db, waiters), waiters.watch("rcpt_someone_else"):
             await asyncio.to_thread(kill_listener_backend)
             await asyncio.sleep(0.2)
-            await asyncio.to_thread(wait_until_listening, pg_db)  # LISTENing again, on a new connection
-            return await cancel_and_wait(store, waiters)
+            await asyncio.to_thread(wait_until_listening, db)  # LISTENing again, on a new connection
+            return await cancel_and_wait(db, waiters)
 
     assert asyncio.run(scenario()) in waiters.heard
 
@@ -144,25 +136,25 @@ def test_notify_without_a_waiter_or_a_loop_is_harmless() -> None:
     asyncio.run(scenario())
 
 
-def test_the_listener_listens_only_while_requests_wait(pg_db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_listener_listens_only_while_requests_wait(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gateway nobody long-polls is not woken for every settled receipt; a waiter turns LISTEN on."""
     monkeypatch.setattr(waiters_module, "LINGER_S", 0.3)
     monkeypatch.setattr(waiters_module, "CHECK_S", 0.1)
     waiters = RecordingWaiters()
 
     async def scenario() -> None:
-        async with listening_for(pg_db, waiters):
+        async with listening_for(db, waiters):
             await asyncio.sleep(0.3)
-            assert await asyncio.to_thread(listener_statement, pg_db) is None  # connected, never LISTENed
-            await asyncio.to_thread(notify, pg_db, "rcpt_before")
+            assert await asyncio.to_thread(listener_statement, db) is None  # connected, never LISTENed
+            await asyncio.to_thread(notify, db, "rcpt_before")
             async with waiters.watch("rcpt_waited_for") as woken:
-                assert (await asyncio.to_thread(listener_statement, pg_db) or "").startswith("LISTEN")
-                await asyncio.to_thread(notify, pg_db, "rcpt_waited_for")
+                assert (await asyncio.to_thread(listener_statement, db) or "").startswith("LISTEN")
+                await asyncio.to_thread(notify, db, "rcpt_waited_for")
                 await asyncio.wait_for(woken, 10)
-            await asyncio.to_thread(wait_until_listening, pg_db, listening=False)  # UNLISTEN after the linger
-            await asyncio.to_thread(notify, pg_db, "rcpt_after")
+            await asyncio.to_thread(wait_until_listening, db, listening=False)  # UNLISTEN after the linger
+            await asyncio.to_thread(notify, db, "rcpt_after")
             async with waiters.watch("rcpt_again") as woken:  # LISTENs again
-                await asyncio.to_thread(notify, pg_db, "rcpt_again")
+                await asyncio.to_thread(notify, db, "rcpt_again")
                 await asyncio.wait_for(woken, 10)
 
     asyncio.run(scenario())
