@@ -1,4 +1,4 @@
-"""Tool kinds on the embedded store (SQLite): the real executor and kind runners, the real gateway app.
+"""Tool kinds on a test's PostgreSQL database: the real executor and kind runners, the real gateway app.
 
 Nothing here is mocked but the broker: a recording sender stands in for Celery's ``send_task``.
 Upstreams are real servers on loopback (tests/support), reached through the real SSRF guard with
@@ -16,22 +16,23 @@ from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
 from gateway.app import create_app
-from gateway.tool_definitions import ToolDefinition, ToolDefinitions
-from receipts import states
-from receipts.catalogue.providers import Providers
-from receipts.catalogue.setups import IntegrationSetups
-from receipts.catalogue.tools import Catalogue
+from gateway.tool_definitions import IntegrationTool, ToolDefinition, ToolDefinitions
+from receipts import tenants
+from receipts.catalogue import providers
+from receipts.catalogue import tools as catalogue
+from receipts.catalogue.setups import IntegrationSetups, SetupSummary
 from receipts.db import Database
 from receipts.outbound.guard import OutboundGuard
 from receipts.records import Receipt, ToolSpec
 from receipts.secretbox import SecretBox
 from receipts.settings import Settings
-from receipts.store.calls import NewCall, ReceiptStore
-from receipts.tenants import Tenants
+from receipts.store import calls
+from receipts.store.calls import NewCall
+from receipts.submission import initial_status
 from tests.support.factories import RecordingSender
 from workers import egress
 from workers.backoff import Backoff
-from workers.execution import Executor
+from workers.execution import Executor, KindRunner
 from workers.integrations import builtin_providers
 from workers.kinds.api_call import ApiCallKind
 from workers.kinds.integration import IntegrationKind
@@ -43,9 +44,8 @@ LOOPBACK = "127.0.0.0/8"
 
 
 def make_settings(db: Database, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {"database_url": db.engine.url.render_as_string(hide_password=False),
-                              "secret_key": SECRET, "outbound_allow_cidrs": [LOOPBACK], "http_max_bytes": 64 * 1024,
-                              "outbound_timeout_s": 5.0}
+    values: dict[str, Any] = {"database_url": db.url, "secret_key": SECRET, "outbound_allow_cidrs": [LOOPBACK],
+                              "http_max_bytes": 64 * 1024, "outbound_timeout_s": 5.0}
     values.update(overrides)
     return Settings(**values)
 
@@ -56,41 +56,45 @@ class Worker:
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
-        self.store = ReceiptStore(db)
-        self.catalogue = Catalogue(db)
         self.sender = RecordingSender()
-        self.setups = IntegrationSetups(db, lambda: SecretBox(settings.secret_key))
+        self.setups = IntegrationSetups(lambda: SecretBox(settings.secret_key))
         guard_clients = egress.Clients(OutboundGuard(settings.outbound_allow_cidrs))
-        self.integration = IntegrationKind(self.catalogue, self.setups, builtin_providers(), settings)
-        self.system = SystemKind(self.store, self.catalogue, self.sender, settings)
-        kinds = {"api_call": ApiCallKind(self.catalogue, settings, guard_clients), "integration": self.integration,
-                 "system": self.system}
-        self.executor = Executor(self.store, kinds, self.sender, backoff=Backoff(0.2, 2.0, 1.0, jitter=0.0),
+        self.integration = IntegrationKind(db, self.setups, builtin_providers(), settings)
+        self.system = SystemKind(db, self.sender, settings)
+        kinds: dict[str, KindRunner] = {"api_call": ApiCallKind(db, settings, guard_clients),
+                                        "integration": self.integration, "system": self.system}
+        self.executor = Executor(db, kinds, self.sender, backoff=Backoff(0.2, 2.0, 1.0, jitter=0.0),
                                  lease_grace_s=2.0, runner=Runner())
-        self.integration.publish(db)
-        self.system.publish(db)
-        self.tenant = Tenants(db).ensure("acme").id
-        self.other_tenant = Tenants(db).ensure("intruders").id
+        self.integration.publish()
+        self.system.publish()
+        self.tenant = db.run(tenants.ensure("acme")).id
+        self.other_tenant = db.run(tenants.ensure("intruders")).id
 
     def define(self, body: dict[str, Any], tenant_id: str | None = None) -> ToolSpec:
         """Define a tool as ``POST /v1/tools`` would (same validation), straight into the catalogue."""
         model = TypeAdapter(ToolDefinition).validate_python(body)
-        spec = ToolDefinitions(self.settings, Providers(self.db)).build(tenant_id or self.tenant, model)
-        self.catalogue.publish([spec])
+        method = None
+        if isinstance(model, IntegrationTool):
+            method = self.db.run(providers.find(model.provider, model.method))
+        spec = ToolDefinitions(self.settings).build(tenant_id or self.tenant, model, method)
+        self.db.run(catalogue.publish([spec]))
         return spec
+
+    def put_setup(self, tenant_id: str, provider: str, config: dict[str, Any]) -> SetupSummary:
+        """Store a tenant's setup of ``provider``, encrypted with this worker's key."""
+        return self.db.run(self.setups.put(tenant_id, provider, config))
 
     def submit(self, tool: str, arguments: dict[str, Any] | None = None, *, tenant_id: str | None = None,
                deadline_s: float = 600, **options: Any) -> Receipt:
         tenant = tenant_id or self.tenant
-        spec = self.catalogue.find(tenant, tool)
-        status = states.WAITING if spec.kind == "function" else states.PENDING
-        receipt, _ = self.store.create(NewCall(tenant_id=tenant, tool=spec, arguments=arguments or {},
-                                               deadline_s=deadline_s, **options), status=status)
+        spec = self.db.run(catalogue.find(tenant, tool))
+        receipt, _ = self.db.run(calls.create(NewCall(tenant_id=tenant, tool=spec, arguments=arguments or {},
+                                                      deadline_s=deadline_s, **options), status=initial_status(spec)))
         return receipt
 
     def execute(self, receipt_id: str) -> Receipt:
         """Run one attempt now; returns the receipt as recorded."""
-        current = self.store.load(receipt_id)
+        current = self.db.run(calls.load(receipt_id))
         assert current is not None
         recorded = self.executor.execute(receipt_id, lease_s=current.timeout_s + 2)
         assert recorded is not None, "the receipt was not claimable"
@@ -102,15 +106,14 @@ class Worker:
 
 
 @pytest.fixture
-def worker(sqlite_db: Database) -> Worker:
-    return Worker(sqlite_db, make_settings(sqlite_db))
+def worker(db: Database) -> Worker:
+    return Worker(db, make_settings(db))
 
 
 @dataclass
 class Gateway:
     client: TestClient
     db: Database
-    store: ReceiptStore
     sender: RecordingSender
     key: str
     other_key: str
@@ -132,22 +135,24 @@ class Gateway:
         return self.client.delete(path, headers=self.headers(key))
 
 
-@pytest.fixture
-def gateway(sqlite_db: Database) -> Iterator[Gateway]:
-    """The real app on SQLite, with the providers and system tools published as a worker would."""
-    settings = make_settings(sqlite_db, outbound_allow_cidrs=[])  # the SSRF guard as in production
-    store = ReceiptStore(sqlite_db)
-    IntegrationKind(Catalogue(sqlite_db), IntegrationSetups(sqlite_db, lambda: SecretBox(SECRET)),
-                    builtin_providers(), settings).publish(sqlite_db)
-    Catalogue(sqlite_db).publish([*SPECS, ToolSpec(name="echo", kind="python", description="Echo.",
-                                                   parameters={"type": "object"})])
-    tenants = Tenants(sqlite_db)
-    key, other_key = tenants.create_key("acme"), tenants.create_key("intruders")
-    tenant = tenants.for_key(key)
+def running_gateway(db: Database, settings: Settings) -> Iterator[Gateway]:
+    """The real app on ``db`` (its lifespan run: async pool, listener), with tenants ``acme`` and ``intruders``."""
+    key, other_key = db.run(tenants.create_key("acme")), db.run(tenants.create_key("intruders"))
+    tenant = db.run(tenants.for_key(key))
     assert tenant is not None
     sender = RecordingSender()
-    with TestClient(create_app(settings, store=store, sender=sender)) as client:
-        yield Gateway(client, sqlite_db, store, sender, key, other_key, tenant.id)
+    with TestClient(create_app(settings, db=db, sender=sender)) as client:
+        yield Gateway(client, db, sender, key, other_key, tenant.id)
+
+
+@pytest.fixture
+def gateway(db: Database) -> Iterator[Gateway]:
+    """The real app, with the providers and system tools published as a worker would."""
+    settings = make_settings(db, outbound_allow_cidrs=[])  # the SSRF guard as in production
+    IntegrationKind(db, IntegrationSetups(lambda: SecretBox(SECRET)), builtin_providers(), settings).publish()
+    db.run(catalogue.publish([*SPECS, ToolSpec(name="echo", kind="python", description="Echo.",
+                                               parameters={"type": "object"})]))
+    yield from running_gateway(db, settings)
 
 
 def assert_problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:

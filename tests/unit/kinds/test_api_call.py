@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from receipts.db import Database, utcnow
+from receipts.catalogue import tools as catalogue
+from receipts.db import Database
+from tests.support import sql
 from tests.support.upstreams import Flood, Hang, Reply, Upstream, serving
 from tests.unit.kinds.conftest import Worker, make_settings
 
@@ -117,7 +119,7 @@ def test_a_5xx_of_a_non_idempotent_write_is_never_retried(worker: Worker, upstre
 def test_429_with_retry_after_schedules_the_retry_no_sooner(worker: Worker, upstream: Upstream) -> None:
     upstream.route("/users/ann", Reply(429, body="slow down", headers={"Retry-After": "3"}))
     define(worker, upstream)
-    before = utcnow()
+    before = sql.value(worker.db, "SELECT now()")  # the database's clock, which schedules the retry
     receipt = worker.run("get_user", {"user": "ann"})
     assert receipt.status == "pending"
     assert receipt.error["retry_after_ms"] == 3000 and receipt.error["retryable"] is True
@@ -177,10 +179,10 @@ def test_redirects_are_followed_when_asked_and_credentials_stay_on_their_origin(
     assert unfollowed.status == "success" and unfollowed.output["status_code"] == 302
 
 
-def test_the_guard_is_checked_at_send_time_not_only_at_definition(sqlite_db: Database, upstream: Upstream) -> None:
+def test_the_guard_is_checked_at_send_time_not_only_at_definition(db: Database, upstream: Upstream) -> None:
     upstream.route("/users/ann", Reply(json={"ok": True}))
-    define(Worker(sqlite_db, make_settings(sqlite_db)), upstream)  # defined while loopback was allowed
-    strict = Worker(sqlite_db, make_settings(sqlite_db, outbound_allow_cidrs=[]))
+    define(Worker(db, make_settings(db)), upstream)  # defined while loopback was allowed
+    strict = Worker(db, make_settings(db, outbound_allow_cidrs=[]))
     receipt = strict.run("get_user", {"user": "ann"})
     assert receipt.status == "failed" and receipt.error["code"] == "forbidden"
     assert "127.0.0.1" in receipt.error["message"]
@@ -190,7 +192,7 @@ def test_the_guard_is_checked_at_send_time_not_only_at_definition(sqlite_db: Dat
 def test_a_removed_tool_fails_its_pending_calls(worker: Worker, upstream: Upstream) -> None:
     define(worker, upstream)
     pending = worker.submit("get_user", {"user": "ann"})
-    worker.catalogue.remove(worker.tenant, "get_user")
+    worker.db.run(catalogue.remove(worker.tenant, "get_user"))
     receipt = worker.execute(pending.id)
     assert receipt.status == "failed" and receipt.error["code"] == "not_found"
     assert upstream.seen == []

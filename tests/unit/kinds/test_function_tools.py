@@ -6,12 +6,10 @@ import time
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, select
 
-from receipts.db import utcnow
-from receipts.schema.tables import webhook_endpoints, webhook_messages
-from receipts.store.calls import ReceiptStore
-from receipts.store.sweeps import Sweeper
+from receipts.store import calls
+from receipts.store.sweeps import sweep
+from tests.support import sql
 from tests.unit.kinds.conftest import Gateway, assert_problem
 
 PARAMS = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
@@ -31,17 +29,17 @@ def call(gateway: Gateway, **extra: Any) -> dict[str, Any]:
 
 def subscribe(gateway: Gateway) -> None:
     """A webhook endpoint of the tenant, for every event type (written directly: delivery is not tested here)."""
-    now = utcnow()
-    with gateway.db.transaction() as conn:
-        conn.execute(insert(webhook_endpoints).values(id="ep_test", tenant_id=gateway.tenant_id,
-                                                      url="https://93.184.215.14/hook", description="", event_types="",
-                                                      enabled=True, secrets=[], created_at=now, updated_at=now))
+    sql.execute(gateway.db, "INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, enabled, "
+                            "secrets, created_at, updated_at) VALUES ('ep_test', %(tenant_id)s, "
+                            "'https://93.184.215.14/hook', '', '', true, '[]', now(), now())",
+                tenant_id=gateway.tenant_id)
 
 
-def waiting_messages(gateway: Gateway, receipt_id: str) -> list[Any]:
-    with gateway.db.engine.connect() as conn:
-        return list(conn.execute(select(webhook_messages).where(
-            webhook_messages.c.receipt_id == receipt_id, webhook_messages.c.event_type == "receipt.waiting")))
+def waiting_messages(gateway: Gateway, receipt_id: str) -> list[dict[str, Any]]:
+    """The payloads of the receipt's ``receipt.waiting`` webhook messages."""
+    rows = sql.rows(gateway.db, "SELECT payload FROM webhook_messages WHERE receipt_id = %(receipt_id)s "
+                                "AND event_type = 'receipt.waiting'", receipt_id=receipt_id)
+    return [payload for (payload,) in rows]
 
 
 def test_a_call_waits_announces_itself_and_takes_the_clients_result(gateway: Gateway) -> None:
@@ -50,8 +48,8 @@ def test_a_call_waits_announces_itself_and_takes_the_clients_result(gateway: Gat
     receipt = call(gateway, wait_s=5)
     assert receipt["status"] == "waiting" and receipt["kind"] == "function"
     assert gateway.sender.executes() == []  # no worker ever runs it
-    [message] = waiting_messages(gateway, receipt["id"])
-    assert message.payload["data"]["status"] == "waiting"
+    [payload] = waiting_messages(gateway, receipt["id"])
+    assert payload["data"]["status"] == "waiting"
     done = gateway.post(f"/v1/receipts/{receipt['id']}/result", {"output": {"approved": True}})
     assert done.status_code == 200, done.text
     assert (done.json()["status"], done.json()["output"]) == ("success", {"approved": True})
@@ -94,7 +92,7 @@ def test_a_result_after_the_deadline_is_refused_and_the_call_expires(gateway: Ga
     time.sleep(1.0)
     body = assert_problem(gateway.post(f"/v1/receipts/{receipt['id']}/result", {"output": 1}), 409)
     assert "deadline" in body["detail"]
-    Sweeper(ReceiptStore(gateway.db), republish_after_s=30).sweep()
+    gateway.db.run(sweep(republish_after_s=30))
     final = gateway.get(f"/v1/receipts/{receipt['id']}").json()
     assert (final["status"], final["error"]["code"]) == ("failed", "expired")
     assert_problem(gateway.post(f"/v1/receipts/{receipt['id']}/result", {"output": 1}), 409)
@@ -103,8 +101,8 @@ def test_a_result_after_the_deadline_is_refused_and_the_call_expires(gateway: Ga
 def test_the_tools_timeout_is_the_default_deadline_and_31_days_the_limit(gateway: Gateway) -> None:
     define(gateway, timeout_s=120)
     receipt = call(gateway)
-    assert gateway.store.get(gateway.tenant_id, receipt["id"]).timeout_s == 120
-    created = gateway.store.get(gateway.tenant_id, receipt["id"])
+    assert gateway.db.run(calls.get(gateway.tenant_id, receipt["id"])).timeout_s == 120
+    created = gateway.db.run(calls.get(gateway.tenant_id, receipt["id"]))
     assert abs((created.deadline_at - created.created_at).total_seconds() - 120) < 1
     assert_problem(gateway.post("/v1/tool-calls", {"tool": "approve_refund", "arguments": {"amount": 1},
                                                    "timeout_s": 32 * 24 * 3600}), 422, "timeout_s")

@@ -25,8 +25,8 @@ def test_merge_order_is_arguments_then_definition_then_setup() -> None:
 
 def test_the_stored_setup_wins_over_the_definition_which_wins_over_the_call(worker: Worker) -> None:
     with smtp_server() as server:
-        worker.setups.put(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none",
-                                                   "from_address": "setup@example.com"})
+        worker.put_setup(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none",
+                                                  "from_address": "setup@example.com"})
         enable_mail(worker, from_address="definition@example.com", subject="fixed subject")
         # A caller who sneaks extra keys past the schema still cannot override the definition or setup.
         receipt = worker.run("mail", {**MAIL, "subject": "caller subject", "from_address": "caller@example.com",
@@ -39,7 +39,7 @@ def test_the_stored_setup_wins_over_the_definition_which_wins_over_the_call(work
 
 def test_a_definition_may_supply_a_setting_the_setup_lacks(worker: Worker) -> None:
     with smtp_server() as server:
-        worker.setups.put(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none"})
+        worker.put_setup(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none"})
         enable_mail(worker, from_address="definition@example.com")
         receipt = worker.run("mail", MAIL)
         assert receipt.status == "success", receipt.error
@@ -53,7 +53,7 @@ def test_missing_setup_fails_naming_the_field_and_sends_nothing(worker: Worker) 
         assert receipt.status == "failed" and receipt.error["code"] == "invalid_arguments"
         assert receipt.error["details"]["field"] == "host"
         assert "'host'" in receipt.error["message"] and "/v1/integrations/email/setup" in receipt.error["message"]
-        worker.setups.put(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none"})
+        worker.put_setup(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none"})
         partial = worker.run("mail", MAIL)
         assert partial.error["details"]["field"] == "from_address"
         assert server.mailbox.messages == []
@@ -61,8 +61,8 @@ def test_missing_setup_fails_naming_the_field_and_sends_nothing(worker: Worker) 
 
 def test_an_invalid_stored_setup_fails_naming_the_field_and_sends_nothing(worker: Worker) -> None:
     with smtp_server() as server:
-        worker.setups.put(worker.tenant, "email", {"host": "127.0.0.1", "port": str(server.port),  # a string
-                                                   "security": "none", "from_address": "a@example.com"})
+        worker.put_setup(worker.tenant, "email", {"host": "127.0.0.1", "port": str(server.port),  # a string
+                                                  "security": "none", "from_address": "a@example.com"})
         enable_mail(worker)
         receipt = worker.run("mail", MAIL)
         assert receipt.status == "failed" and receipt.error["code"] == "invalid_arguments"
@@ -71,7 +71,7 @@ def test_an_invalid_stored_setup_fails_naming_the_field_and_sends_nothing(worker
 
 
 def test_a_setup_encrypted_with_another_key_fails_clearly(worker: Worker) -> None:
-    IntegrationSetups(worker.db, SecretBox("an-old-key")).put(worker.tenant, "email", {"host": "127.0.0.1"})
+    worker.db.run(IntegrationSetups(SecretBox("an-old-key")).put(worker.tenant, "email", {"host": "127.0.0.1"}))
     enable_mail(worker)
     receipt = worker.run("mail", MAIL)
     assert receipt.status == "failed" and receipt.error["code"] == "invalid_arguments"
@@ -80,8 +80,8 @@ def test_a_setup_encrypted_with_another_key_fails_clearly(worker: Worker) -> Non
 
 def test_setups_are_per_tenant(worker: Worker) -> None:
     with smtp_server() as server:
-        worker.setups.put(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none",
-                                                   "from_address": "a@example.com"})
+        worker.put_setup(worker.tenant, "email", {"host": "127.0.0.1", "port": server.port, "security": "none",
+                                                  "from_address": "a@example.com"})
         worker.define({"kind": "integration", "name": "mail", "provider": "email", "method": "send"},
                       tenant_id=worker.other_tenant)
         receipt = worker.run("mail", MAIL, tenant_id=worker.other_tenant)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
 from receipts.catalogue.setups import IntegrationSetups
-from receipts.schema.tables import integration_setups
 from receipts.secretbox import SecretBox
+from tests.support import sql
 from tests.unit.kinds.conftest import SECRET, Gateway, assert_problem
 
 SMTP = {"host": "smtp.example.com", "port": 587, "security": "starttls", "username": "ann",
@@ -20,10 +18,9 @@ def test_setup_is_encrypted_at_rest_and_never_shown(gateway: Gateway) -> None:
     assert "hunter2" not in response.text
     shown = gateway.get("/v1/integrations/email/setup")
     assert shown.json()["fields_set"] == sorted(SMTP) and "hunter2" not in shown.text
-    with gateway.db.engine.connect() as conn:
-        stored = conn.execute(select(integration_setups.c.config)).scalar_one()
+    [(stored,)] = sql.rows(gateway.db, "SELECT config FROM integration_setups")
     assert "hunter2" not in stored and "smtp.example.com" not in stored
-    assert IntegrationSetups(gateway.db, SecretBox(SECRET)).get(gateway.tenant_id, "email") == SMTP
+    assert gateway.db.run(IntegrationSetups(SecretBox(SECRET)).get(gateway.tenant_id, "email")) == SMTP
     listing = {p["provider"]: p for p in gateway.get("/v1/integrations").json()["data"]}
     assert listing["email"]["configured"] is True and listing["wikipedia"]["configured"] is False
     assert listing["email"]["secret_fields"] == ["password"]
@@ -55,6 +52,6 @@ def test_setups_are_per_tenant_and_can_be_deleted(gateway: Gateway) -> None:
 
 
 def test_a_setup_encrypted_with_another_key_is_reported_not_leaked(gateway: Gateway) -> None:
-    IntegrationSetups(gateway.db, SecretBox("an-old-key")).put(gateway.tenant_id, "email", SMTP)
+    gateway.db.run(IntegrationSetups(SecretBox("an-old-key")).put(gateway.tenant_id, "email", SMTP))
     body = assert_problem(gateway.get("/v1/integrations/email/setup"), 409)
     assert "TOOLRELAY_SECRET_KEY" in body["detail"]

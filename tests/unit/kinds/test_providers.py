@@ -26,9 +26,9 @@ def upstream() -> Iterator[Upstream]:
 
 
 @pytest.fixture
-def worker(sqlite_db: Database, upstream: Upstream) -> Worker:
-    return Worker(sqlite_db, make_settings(sqlite_db, wikipedia_base_url=upstream.url("/w/api.php"),
-                                           weather_base_url=upstream.url("/v1/forecast")))
+def worker(db: Database, upstream: Upstream) -> Worker:
+    return Worker(db, make_settings(db, wikipedia_base_url=upstream.url("/w/api.php"),
+                                    weather_base_url=upstream.url("/v1/forecast")))
 
 
 def enable(worker: Worker, name: str, provider: str, method: str, **arguments: Any) -> None:
@@ -66,7 +66,7 @@ def test_wikipedia_error_answers_fail_without_retry(worker: Worker, upstream: Up
 def test_weather_current_and_forecast(worker: Worker, upstream: Upstream) -> None:
     enable(worker, "weather_now", "weather", "current")
     enable(worker, "weather_week", "weather", "forecast", temperature_unit="fahrenheit")
-    worker.setups.put(worker.tenant, "weather", {"api_key": "om-key"})
+    worker.put_setup(worker.tenant, "weather", {"api_key": "om-key"})
     now = worker.run("weather_now", {"latitude": 48.85, "longitude": 2.35})
     assert now.status == "success", now.error
     assert_output_matches_schema(now, "weather", "current")
@@ -120,7 +120,7 @@ def smtp_setup(port: int, security: str, **extra: Any) -> dict[str, Any]:
 def test_email_is_sent_over_plain_starttls_and_ssl(worker: Worker, security: str) -> None:
     login = {} if security == "none" else {"username": SMTP_USER, "password": SMTP_PASSWORD}
     with smtp_server(security, **({"user": SMTP_USER, "password": SMTP_PASSWORD} if login else {})) as server:
-        worker.setups.put(worker.tenant, "email", smtp_setup(server.port, security, **login))
+        worker.put_setup(worker.tenant, "email", smtp_setup(server.port, security, **login))
         enable(worker, "mail", "email", "send")
         receipt = worker.run("mail", {"to": ["ann@example.com", "bob@example.com"], "subject": "Hi",
                                       "text": "Hello there", "html": "<b>Hello</b>"})
@@ -135,7 +135,7 @@ def test_email_is_sent_over_plain_starttls_and_ssl(worker: Worker, security: str
 
 def test_an_smtp_server_that_refuses_fails_the_call_for_good(worker: Worker) -> None:
     with smtp_server(mailbox=Mailbox(refuse_rcpt=True)) as server:
-        worker.setups.put(worker.tenant, "email", smtp_setup(server.port, "none"))
+        worker.put_setup(worker.tenant, "email", smtp_setup(server.port, "none"))
         enable(worker, "mail", "email", "send")
         receipt = worker.run("mail", {"to": "nobody@example.com", "subject": "s", "text": "t"})
         assert receipt.status == "failed" and receipt.error["code"] == "upstream_error"
@@ -147,17 +147,17 @@ def test_an_smtp_server_that_refuses_fails_the_call_for_good(worker: Worker) -> 
 def test_smtp_failures_that_may_pass_are_retryable_but_a_send_is_not_repeated(worker: Worker) -> None:
     enable(worker, "mail", "email", "send")
     with smtp_server(mailbox=Mailbox(temporary=True)) as server:
-        worker.setups.put(worker.tenant, "email", smtp_setup(server.port, "none"))
+        worker.put_setup(worker.tenant, "email", smtp_setup(server.port, "none"))
         busy = worker.run("mail", {"to": "a@example.com", "subject": "s", "text": "t"})
     assert busy.error["retryable"] is True and busy.status == "failed"  # a write: not retried
     assert "not_retried" in busy.error["details"]
     with smtp_server("starttls", user=SMTP_USER, password=SMTP_PASSWORD) as server:
-        worker.setups.put(worker.tenant, "email", smtp_setup(server.port, "starttls", username=SMTP_USER,
-                                                             password="wrong"))
+        worker.put_setup(worker.tenant, "email", smtp_setup(server.port, "starttls", username=SMTP_USER,
+                                                            password="wrong"))
         denied = worker.run("mail", {"to": "a@example.com", "subject": "s", "text": "t"})
     assert denied.error["code"] == "upstream_error" and denied.error["retryable"] is False
     assert "login" in denied.error["message"]
-    worker.setups.put(worker.tenant, "email", smtp_setup(free_port(), "none"))
+    worker.put_setup(worker.tenant, "email", smtp_setup(free_port(), "none"))
     down = worker.run("mail", {"to": "a@example.com", "subject": "s", "text": "t"})
     assert down.error["code"] == "upstream_error" and "cannot talk" in down.error["message"]
 
@@ -169,7 +169,7 @@ def mcp_url() -> Iterator[str]:
 
 
 def test_mcp_list_and_call_tools(worker: Worker, mcp_url: str) -> None:
-    worker.setups.put(worker.tenant, "mcp", {"url": mcp_url, "headers": {"Authorization": "Bearer m"}})
+    worker.put_setup(worker.tenant, "mcp", {"url": mcp_url, "headers": {"Authorization": "Bearer m"}})
     enable(worker, "mcp_tools", "mcp", "list_tools")
     enable(worker, "mcp_call", "mcp", "call_tool")
     listed = worker.run("mcp_tools")
@@ -201,10 +201,10 @@ def test_mcp_server_down_or_answering_500(worker: Worker, upstream: Upstream) ->
     assert upstream.requests_to("/mcp")
 
 
-def test_mcp_server_url_is_guarded(sqlite_db: Database, mcp_url: str) -> None:
-    worker = Worker(sqlite_db, make_settings(sqlite_db))
-    worker.setups.put(worker.tenant, "mcp", {"url": mcp_url})
+def test_mcp_server_url_is_guarded(db: Database, mcp_url: str) -> None:
+    worker = Worker(db, make_settings(db))
+    worker.put_setup(worker.tenant, "mcp", {"url": mcp_url})
     enable(worker, "mcp_tools", "mcp", "list_tools")
-    strict = Worker(sqlite_db, make_settings(sqlite_db, outbound_allow_cidrs=[]))
+    strict = Worker(db, make_settings(db, outbound_allow_cidrs=[]))
     receipt = strict.run("mcp_tools")
     assert (receipt.status, receipt.error["code"]) == ("failed", "forbidden")

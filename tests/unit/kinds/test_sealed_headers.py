@@ -8,18 +8,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
-from sqlalchemy import select
 
-from gateway.app import create_app
-from receipts.catalogue.tools import Catalogue
+from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.records import ToolSpec
-from receipts.schema.tables import tools
-from receipts.store.calls import ReceiptStore
-from receipts.tenants import Tenants
+from receipts.store import calls
+from tests.support import sql
 from tests.support.upstreams import Reply, Upstream, serving
-from tests.unit.kinds.conftest import Gateway, RecordingSender, Worker, assert_problem, make_settings
+from tests.unit.kinds.conftest import Gateway, Worker, assert_problem, make_settings, running_gateway
 
 TOKEN = "Bearer t0ken-4f9e2c"
 API_KEY = "k3y-81d0aa"
@@ -43,9 +39,9 @@ def credentials() -> dict[str, str]:
 
 def stored(db: Database, name: str) -> tuple[str, dict[str, Any]]:
     """The ``tools.definition`` column as the database holds it (raw JSON text and parsed)."""
-    with db.engine.connect() as conn:
-        definition = conn.execute(select(tools.c.definition).where(tools.c.name == name)).scalar_one()
-    return json.dumps(definition), definition
+    [(raw, definition)] = sql.rows(db, "SELECT definition::text, definition FROM tools WHERE name = %(name)s",
+                                   name=name)
+    return raw, definition
 
 
 def test_credential_headers_are_stored_encrypted_and_sent_decrypted(worker: Worker, upstream: Upstream,
@@ -64,7 +60,7 @@ def test_credential_headers_are_stored_encrypted_and_sent_decrypted(worker: Work
     assert seen.headers["authorization"] == TOKEN and seen.headers["x-api-key"] == API_KEY
     assert seen.headers["accept"] == "application/json" and seen.headers["idempotency-key"] == receipt.id
     assert "t0ken" not in caplog.text and API_KEY not in caplog.text
-    events = worker.store.events(worker.tenant, receipt.id)
+    events = worker.db.run(calls.events(worker.tenant, receipt.id))
     assert "t0ken" not in json.dumps([receipt.to_api(), *[event.to_api() for event in events]], default=str)
 
 
@@ -73,35 +69,35 @@ def test_a_definition_stored_with_plain_headers_still_works_and_is_masked(worker
     upstream.route("/users/ann", Reply(json={"ok": True}))
     legacy = {"request": {"method": "GET", "url": upstream.url("/users/{user}"), "headers": credentials(),
                           "timeout_s": 30.0, "follow_redirects": False}}
-    worker.catalogue.publish([ToolSpec(name="old_tool", kind="api_call", description="", parameters=USER,
-                                       definition=legacy, tenant_id=worker.tenant)])
+    worker.db.run(catalogue.publish([ToolSpec(name="old_tool", kind="api_call", description="", parameters=USER,
+                                              definition=legacy, tenant_id=worker.tenant)]))
     receipt = worker.run("old_tool", {"user": "ann"})
     assert receipt.status == "success", receipt.error
     [seen] = upstream.requests_to("/users/ann")
     assert seen.headers["authorization"] == TOKEN and seen.headers["x-api-key"] == API_KEY
-    shown = Catalogue(worker.db).find(worker.tenant, "old_tool").to_api()
+    shown = worker.db.run(catalogue.find(worker.tenant, "old_tool")).to_api()
     assert shown["definition"]["request"]["headers"]["Authorization"] == "********"
     assert "t0ken" not in json.dumps(shown)
 
 
-def test_headers_without_credentials_need_no_secret_key_and_stay_readable(sqlite_db: Database,
+def test_headers_without_credentials_need_no_secret_key_and_stay_readable(db: Database,
                                                                           upstream: Upstream) -> None:
     upstream.route("/users/ann", Reply(json={"ok": True}))
-    keyless = Worker(sqlite_db, make_settings(sqlite_db, secret_key=""))
+    keyless = Worker(db, make_settings(db, secret_key=""))
     keyless.define(tool(upstream.url("/users/{user}"), {"Accept": "application/json", "X-Trace": "on"}))
-    _, definition = stored(sqlite_db, "get_user")
+    _, definition = stored(db, "get_user")
     assert definition == {"request": {**definition["request"],
                                       "headers": {"Accept": "application/json", "X-Trace": "on"}}}
     assert keyless.run("get_user", {"user": "ann"}).status == "success"
     assert upstream.requests_to("/users/ann")[0].headers["x-trace"] == "on"
 
 
-def test_a_worker_without_the_key_or_with_another_fails_the_call_before_sending(sqlite_db: Database,
+def test_a_worker_without_the_key_or_with_another_fails_the_call_before_sending(db: Database,
                                                                                 upstream: Upstream) -> None:
     upstream.route("/users/ann", Reply(json={"ok": True}))
-    Worker(sqlite_db, make_settings(sqlite_db)).define(tool(upstream.url("/users/{user}"), credentials()))
+    Worker(db, make_settings(db)).define(tool(upstream.url("/users/{user}"), credentials()))
     for secret_key, hint in (("", "not set"), ("another-key", "changed")):
-        other = Worker(sqlite_db, make_settings(sqlite_db, secret_key=secret_key))
+        other = Worker(db, make_settings(db, secret_key=secret_key))
         receipt = other.run("get_user", {"user": "ann"})
         assert receipt.status == "failed" and receipt.error["code"] == "tool_error", receipt.error
         assert receipt.error["retryable"] is False and hint in receipt.error["message"]
@@ -131,16 +127,9 @@ def test_the_mask_is_not_accepted_as_a_credential_value(gateway: Gateway) -> Non
 
 
 @pytest.fixture
-def keyless_gateway(sqlite_db: Database) -> Iterator[Gateway]:
+def keyless_gateway(db: Database) -> Iterator[Gateway]:
     """The real app with TOOLRELAY_SECRET_KEY unset."""
-    settings = make_settings(sqlite_db, secret_key="", outbound_allow_cidrs=[])
-    tenants = Tenants(sqlite_db)
-    key, other_key = tenants.create_key("acme"), tenants.create_key("intruders")
-    tenant = tenants.for_key(key)
-    assert tenant is not None
-    store, sender = ReceiptStore(sqlite_db), RecordingSender()
-    with TestClient(create_app(settings, store=store, sender=sender)) as client:
-        yield Gateway(client, sqlite_db, store, sender, key, other_key, tenant.id)
+    yield from running_gateway(db, make_settings(db, secret_key="", outbound_allow_cidrs=[]))
 
 
 def test_without_a_secret_key_credentials_are_refused_with_503_and_nothing_is_stored(
@@ -151,7 +140,7 @@ def test_without_a_secret_key_credentials_are_refused_with_503_and_nothing_is_st
     assert "TOOLRELAY_SECRET_KEY" in body["detail"] and "t0ken" not in json.dumps(body)
     replaced = keyless_gateway.put("/v1/tools/get_user", tool(url, credentials()))
     assert_problem(replaced, 503, "request.headers.X-Api-Key")
-    with keyless_gateway.db.engine.connect() as conn:
-        assert conn.execute(select(tools.c.name).where(tools.c.tenant_id == keyless_gateway.tenant_id)).all() == []
+    assert sql.rows(keyless_gateway.db, "SELECT name FROM tools WHERE tenant_id = %(tenant_id)s",
+                    tenant_id=keyless_gateway.tenant_id) == []
     plain = keyless_gateway.post("/v1/tools", tool(url, {"Accept": "application/json"}))
     assert plain.status_code == 201, plain.text

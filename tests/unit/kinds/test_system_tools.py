@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from receipts import states
 from receipts.messages import EXECUTE_TASK
+from receipts.store import calls
 from tests.unit.kinds.conftest import Worker
 
 
@@ -53,7 +54,7 @@ def test_tool_calls_create_makes_a_linked_child_and_publishes_it(worker: Worker)
         parent.id, "trace_tree", "receipts_get", "pending")
     assert child["metadata"] == {"why": "test"}
     assert [m.args[0] for m in worker.sender.sent if m.name == EXECUTE_TASK] == [child["id"]]
-    tree = worker.store.list(worker.tenant, parent_id=parent.id)
+    tree = worker.db.run(calls.list_receipts(worker.tenant, parent_id=parent.id))
     assert [r.id for r in tree.items] == [child["id"]]
     ran = worker.execute(child["id"])
     assert ran.status == "failed" and ran.error["code"] == "not_found"
@@ -64,7 +65,7 @@ def test_a_retried_tool_calls_create_finds_its_child_instead_of_making_another(w
     first = worker.system.tool_calls_create(parent, {"tool": "tools_list"})
     again = worker.system.tool_calls_create(parent, {"tool": "tools_list"})
     assert first["id"] == again["id"]
-    assert len(worker.store.list(worker.tenant, parent_id=parent.id).items) == 1
+    assert len(worker.db.run(calls.list_receipts(worker.tenant, parent_id=parent.id)).items) == 1
 
 
 def test_tool_calls_create_validates_against_the_catalogue(worker: Worker) -> None:

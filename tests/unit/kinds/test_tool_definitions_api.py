@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
 
-from receipts.schema.tables import tools
+from tests.support import sql
 from tests.unit.kinds.conftest import Gateway, assert_problem
 
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
@@ -21,9 +20,8 @@ def api_call(**overrides: Any) -> dict[str, Any]:
 
 
 def tenant_tool_count(gateway: Gateway) -> int:
-    with gateway.db.engine.connect() as conn:
-        return int(conn.execute(select(func.count()).select_from(tools).where(
-            tools.c.tenant_id == gateway.tenant_id)).scalar_one())
+    return int(sql.value(gateway.db, "SELECT count(*) FROM tools WHERE tenant_id = %(tenant_id)s",
+                         tenant_id=gateway.tenant_id))
 
 
 def test_function_tool_is_defined_and_listed_with_its_contract(gateway: Gateway) -> None:
