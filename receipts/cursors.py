@@ -18,7 +18,8 @@ from receipts.errors import InvalidInput
 from receipts.records import Page
 
 T = TypeVar("T")
-Position = tuple[str | int, ...]
+# Every list is ordered by text values (ids, and timestamps as ISO-8601 text).
+Position = tuple[str, ...]
 
 
 class InvalidCursor(InvalidInput):
@@ -45,8 +46,10 @@ def decode(kind: str, cursor: str, width: int) -> Position:
         value = json.loads(raw)
     except (binascii.Error, ValueError, UnicodeDecodeError):
         raise InvalidCursor() from None
+    # Anything but text (or text with a NUL, which PostgreSQL cannot hold) would fail the list's
+    # statement instead of being refused here.
     if (not isinstance(value, list) or len(value) != width + 1 or value[0] != kind
-            or not all(isinstance(part, str | int) and not isinstance(part, bool) for part in value[1:])):
+            or not all(isinstance(part, str) and "\x00" not in part for part in value[1:])):
         raise InvalidCursor()
     return tuple(value[1:])
 
