@@ -83,8 +83,17 @@ class StatementConnection(psycopg.Connection[Any]):
 
     @staticmethod
     def check(conn: StatementConnection) -> None:
-        """The pool's check before handing a connection out (see :func:`_needs_replacing`)."""
-        if _needs_replacing(conn, conn.last_used):
+        """The pool's check before handing a connection out (see :func:`_needs_replacing`).
+
+        A connection the server closed is closed here too before the check fails: the pool discards
+        a connection that failed its check only if it is closed, and puts an open one back.
+        """
+        try:
+            stale = _needs_replacing(conn, conn.last_used)
+        except psycopg.OperationalError:
+            conn.close()
+            raise
+        if stale:
             conn.execute("SELECT 1")
 
 
@@ -99,7 +108,12 @@ class AsyncStatementConnection(psycopg.AsyncConnection[Any]):
 
     @staticmethod
     async def check(conn: AsyncStatementConnection) -> None:
-        if _needs_replacing(conn, conn.last_used):
+        try:
+            stale = _needs_replacing(conn, conn.last_used)
+        except psycopg.OperationalError:
+            await conn.close()  # closed, the pool discards it (see StatementConnection.check)
+            raise
+        if stale:
             await conn.execute("SELECT 1")
 
 
