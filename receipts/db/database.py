@@ -45,6 +45,12 @@ Listener = Callable[[Announce], None]
 IDLE_PING_S = 10.0
 CONNECT_TIMEOUT_S = 5
 POOL_TIMEOUT_S = 10.0
+# How long a pool retries a connection that failed (pausing 1 s, 2 s, 4 s... between attempts)
+# before it gives up; the next request that needs a connection then starts a new attempt at once.
+# psycopg_pool's default (5 min) lets the pauses grow with an outage, so once PostgreSQL is back the
+# next attempt could be further away than a request waits (POOL_TIMEOUT_S): the first requests after
+# the outage failed too. Half a request's wait keeps every pause within it.
+RECONNECT_S = POOL_TIMEOUT_S / 2
 
 
 def conninfo_of(url: str) -> str:
@@ -250,7 +256,7 @@ class Database:
                 pool = ConnectionPool(
                     self.conninfo, connection_class=StatementConnection, min_size=1, max_size=self.pool_size,
                     kwargs=self.connect_kwargs, check=StatementConnection.check, num_workers=1,
-                    timeout=POOL_TIMEOUT_S, open=True, name=f"{self.name}-sync")
+                    timeout=POOL_TIMEOUT_S, reconnect_timeout=RECONNECT_S, open=True, name=f"{self.name}-sync")
                 # Until its first connection is up, an operation would wait for it and make the pool grow:
                 # a prefork child, which runs one operation at a time, would hold two connections. On a
                 # timeout wait() closes the pool, and the next operation tries with a new one.
@@ -267,7 +273,7 @@ class Database:
         pool = AsyncConnectionPool(
             self.conninfo, connection_class=AsyncStatementConnection, min_size=1, max_size=size,
             kwargs=self.connect_kwargs, check=AsyncStatementConnection.check, timeout=POOL_TIMEOUT_S,
-            open=False, name=f"{self.name}-async")
+            reconnect_timeout=RECONNECT_S, open=False, name=f"{self.name}-async")
         await pool.open()
         self._async_pool = pool
 
