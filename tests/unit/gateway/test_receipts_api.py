@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -126,6 +129,62 @@ def test_list_pages_with_the_cursor(gateway: Gateway) -> None:
         params = {"limit": 3, "cursor": body["next_cursor"]}
     assert pages == 3
     assert seen == sorted(created, reverse=True)
+
+
+def list_page(gateway: Gateway, path: str = "/v1/receipts", **params: str | int) -> dict[str, Any]:
+    response = gateway.client.get(path, params=params, headers=gateway.headers())
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+def test_every_receipt_is_on_exactly_one_page_newest_first_while_calls_arrive(gateway: Gateway) -> None:
+    created = [str(create(gateway, trace_id="trace_paged", arguments={"n": n})["id"]) for n in range(5)]
+    create(gateway, trace_id="trace_elsewhere")
+    first = list_page(gateway, trace_id="trace_paged", limit=2)
+    # A call accepted after the first page is newer than every receipt on it: the pages that follow,
+    # which continue strictly after the first page's last receipt, neither show it nor shift.
+    arrived = str(create(gateway, trace_id="trace_paged")["id"])
+    pages = [first]
+    while pages[-1]["next_cursor"] is not None:
+        pages.append(list_page(gateway, trace_id="trace_paged", limit=2, cursor=pages[-1]["next_cursor"]))
+    seen = [receipt["id"] for page in pages for receipt in page["data"]]
+    assert [len(page["data"]) for page in pages] == [2, 2, 1]
+    assert seen == sorted(created, reverse=True)  # each once, newest first, only the filtered trace
+    assert arrived not in seen
+    assert [r["id"] for r in list_page(gateway, trace_id="trace_paged", limit=2)["data"]][0] == arrived
+    # A list that ends exactly at a page's end says so on that page: no empty page follows.
+    second = list_page(gateway, trace_id="trace_paged", limit=3, cursor=list_page(
+        gateway, trace_id="trace_paged", limit=3)["next_cursor"])
+    assert len(second["data"]) == 3 and second["next_cursor"] is None
+
+
+def forged(*parts: object) -> str:
+    """A cursor as the API encodes one (URL-safe base64 of a JSON array), with any parts."""
+    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode().rstrip("=")
+
+
+def test_a_cursor_from_another_list_or_garbage_is_a_422_naming_the_cursor(gateway: Gateway) -> None:
+    for n in range(2):
+        response = gateway.client.post("/v1/webhook-endpoints", json={"url": f"https://93.184.215.14/hook/{n}"},
+                                       headers=gateway.headers())
+        assert response.status_code == 201, response.text
+    endpoints_cursor = list_page(gateway, "/v1/webhook-endpoints", limit=1)["next_cursor"]
+    assert endpoints_cursor is not None
+    assert len(list_page(gateway, "/v1/webhook-endpoints", limit=1, cursor=endpoints_cursor)["data"]) == 1
+    for _ in range(2):
+        create(gateway)
+    receipts_cursor = list_page(gateway, limit=1)["next_cursor"]
+    assert len(list_page(gateway, limit=1, cursor=receipts_cursor)["data"]) == 1
+
+    for cursor in (endpoints_cursor, "!!!", "abc", "cmNwdA", receipts_cursor + "x", forged("receipts"),
+                   forged("receipts", "rcpt_a", "rcpt_b"), forged("receipts", 7), forged("receipts", None),
+                   forged("receipts", "rcpt_\u0000"), forged({"receipts": "rcpt_a"})):
+        response = gateway.client.get("/v1/receipts", params={"cursor": cursor}, headers=gateway.headers())
+        body = assert_problem(response, 422)
+        assert [error["field"] for error in body["errors"]] == ["cursor"], (cursor, body)
+    response = gateway.client.get("/v1/webhook-endpoints", params={"cursor": receipts_cursor},
+                                  headers=gateway.headers())
+    assert [error["field"] for error in assert_problem(response, 422)["errors"]] == ["cursor"]
 
 
 @pytest.mark.parametrize("params", [{"status": "done"}, {"cursor": "!!!"}, {"cursor": "abc"}, {"cursor": "cmNwdA"},
