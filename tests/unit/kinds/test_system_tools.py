@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from receipts import states
 from receipts.messages import EXECUTE_TASK
 from receipts.store import calls
-from tests.unit.kinds.conftest import Worker
+from tests.support import sql
+from tests.unit.kinds.conftest import Gateway, Worker, assert_problem
 
 
 def test_receipts_get_returns_the_tenants_receipt(worker: Worker) -> None:
@@ -100,3 +103,37 @@ def test_tools_list_shows_the_tenants_catalogue_with_credentials_masked(worker: 
     assert "theirs" not in names
     assert names["secret_api"]["definition"]["request"]["headers"]["Authorization"] == "********"
     assert "hidden" not in str(listed.output)
+
+
+def test_tool_calls_create_refuses_what_post_tool_calls_refuses_with_the_same_errors(worker: Worker,
+                                                                                     gateway: Gateway) -> None:
+    """Both submit through one function (receipts.submission.prepare): same schema errors, same deadline limit."""
+    worker.define({"kind": "function", "name": "approve",
+                   "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1},
+                                                                   "note": {"type": "string"}},
+                                  "required": ["n"], "additionalProperties": False}})
+    limit = worker.settings.function_deadline_max_s  # the gateway's too: both run on make_settings' defaults
+    refused: list[dict[str, Any]] = [
+        {"tool": "approve", "arguments": {"n": "one", "extra": 1}},
+        {"tool": "approve", "arguments": {"note": 5}},
+        {"tool": "approve", "arguments": {"n": 0}},
+        {"tool": "approve", "arguments": {"n": 1}, "timeout_s": limit + 1},
+        {"tool": "echo", "arguments": {}, "timeout_s": limit + 1},
+    ]
+    for body in refused:
+        problem = assert_problem(gateway.post("/v1/tool-calls", body), 422)
+        child = worker.run("tool_calls_create", body)
+        assert child.status == "failed" and child.error["code"] == "invalid_arguments", body
+        assert child.error["details"]["errors"] == problem["errors"], body
+        assert child.error["message"] == problem["detail"], body
+    assert sql.value(worker.db, "SELECT count(*) FROM receipts WHERE tool IN ('approve', 'echo')") == 0
+
+    at_the_limit = {"tool": "approve", "arguments": {"n": 1}, "timeout_s": limit}
+    accepted = gateway.post("/v1/tool-calls", at_the_limit)
+    assert accepted.status_code == 202, accepted.text
+    created = worker.run("tool_calls_create", at_the_limit)
+    assert created.status == "success", created.error
+    for receipt_id in (accepted.json()["id"], created.output["id"]):
+        receipt = worker.db.run(calls.get(worker.tenant, receipt_id))
+        assert receipt.status == states.WAITING
+        assert abs((receipt.deadline_at - receipt.created_at).total_seconds() - limit) < 1
