@@ -8,6 +8,7 @@ Upstreams are real servers on loopback (tests/support), reached through the real
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +136,7 @@ class Gateway:
         return self.client.delete(path, headers=self.headers(key))
 
 
+@contextmanager
 def running_gateway(db: Database, settings: Settings) -> Iterator[Gateway]:
     """The real app on ``db`` (its lifespan run: async pool, listener), with tenants ``acme`` and ``intruders``."""
     key, other_key = db.run(tenants.create_key("acme")), db.run(tenants.create_key("intruders"))
@@ -152,7 +154,8 @@ def gateway(db: Database) -> Iterator[Gateway]:
     IntegrationKind(db, IntegrationSetups(lambda: SecretBox(SECRET)), builtin_providers(), settings).publish()
     db.run(catalogue.publish([*SPECS, ToolSpec(name="echo", kind="python", description="Echo.",
                                                parameters={"type": "object"})]))
-    yield from running_gateway(db, settings)
+    with running_gateway(db, settings) as running:
+        yield running
 
 
 def assert_problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:

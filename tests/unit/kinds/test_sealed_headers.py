@@ -129,7 +129,8 @@ def test_the_mask_is_not_accepted_as_a_credential_value(gateway: Gateway) -> Non
 @pytest.fixture
 def keyless_gateway(db: Database) -> Iterator[Gateway]:
     """The real app with TOOLRELAY_SECRET_KEY unset."""
-    yield from running_gateway(db, make_settings(db, secret_key="", outbound_allow_cidrs=[]))
+    with running_gateway(db, make_settings(db, secret_key="", outbound_allow_cidrs=[])) as running:
+        yield running
 
 
 def test_without_a_secret_key_credentials_are_refused_with_503_and_nothing_is_stored(
