@@ -71,9 +71,6 @@ def _needs_replacing(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any
         return True
     readable, _, _ = select.select([conn.fileno()], [], [], 0)
     if readable:
-        # Closed before the check fails: the pool puts a connection that failed its check back in
-        # the pool unless it is closed, and would then hand the same one out again and again.
-        conn.pgconn.finish()
         raise psycopg.OperationalError("the server closed this idle connection")
     return time.monotonic() - last_used >= IDLE_PING_S
 

@@ -73,7 +73,6 @@ def test_a_settled_receipt_wakes_its_waiter_through_postgres(db: Database) -> No
 @contextlib.asynccontextmanager
 async def listening_for(db: Database, waiters: Waiters) -> AsyncIterator[PostgresListener]:
     """A listener on ``db`` relaying to ``waiters``, running on this loop until the block ends."""
-    waiters.bind(asyncio.get_running_loop())
     listener = PostgresListener(db, waiters)
     listener.start()
     try:
@@ -121,12 +120,11 @@ def test_the_listener_reconnects_after_losing_its_connection(db: Database) -> No
     assert asyncio.run(scenario()) in waiters.heard
 
 
-def test_notify_without_a_waiter_or_a_loop_is_harmless() -> None:
+def test_notify_without_a_waiter_is_harmless() -> None:
     waiters = Waiters()
-    waiters.notify("rcpt_nobody")  # not bound yet
+    waiters.notify("rcpt_nobody")
 
     async def scenario() -> None:
-        waiters.bind(asyncio.get_running_loop())
         waiters.notify("rcpt_nobody")
         async with waiters.watch("rcpt_a") as woken:
             waiters.notify("rcpt_a")
