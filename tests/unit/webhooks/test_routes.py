@@ -1,22 +1,22 @@
-"""The webhook API on the real app (in process, SQLite): shapes, validation, refusals, tenant isolation."""
+"""The webhook API on the real app (in process, PostgreSQL): shapes, validation, refusals, tenant isolation."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from gateway.app import create_app
-from receipts.catalogue.tools import Catalogue
+from receipts import tenants
+from receipts.catalogue import tools
 from receipts.db import Database
 from receipts.records import ToolSpec
-from receipts.schema.migrate import upgrade
 from receipts.settings import Settings
-from receipts.store.calls import ReceiptStore
-from receipts.tenants import Tenants
+from tests.support import services
+from tests.support.factories import RecordingSender
 
 ECHO = ToolSpec(name="echo", kind="python", description="Echo.", parameters={"type": "object"})
 PROBLEM = "application/problem+json"
@@ -34,27 +34,36 @@ class Api:
         return send
 
 
-def make_api(tmp_path: Path, **settings: Any) -> Iterator[Api]:
-    config = Settings(database_url=f"sqlite:///{tmp_path / 'api.db'}", secret_key="route-tests", **settings)
-    db = Database.from_settings(config)
-    upgrade(db)
-    Catalogue(db).publish([ECHO])
-    tenants = Tenants(db)
-    key, other = tenants.create_key("acme"), tenants.create_key("intruders")
-    with TestClient(create_app(config, store=ReceiptStore(db))) as client:
-        yield Api(client, key, other)
-    db.dispose()
+@contextmanager
+def fresh_database() -> Iterator[Database]:
+    """A database of its own (a test may run two apps side by side)."""
+    url = services.create_database()
+    db = Database(url, pool_size=2, name="toolrelay-test")
+    try:
+        yield db
+    finally:
+        db.dispose()
+        services.drop_database(url)
+
+
+def make_api(**settings: Any) -> Iterator[Api]:
+    with fresh_database() as db:
+        config = Settings(database_url=db.url, secret_key="route-tests", **settings)
+        db.run(tools.publish([ECHO]))
+        key, other = db.run(tenants.create_key("acme")), db.run(tenants.create_key("intruders"))
+        with TestClient(create_app(config, db=db, sender=RecordingSender())) as client:
+            yield Api(client, key, other)
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    yield from make_api(tmp_path, outbound_allow_cidrs=["127.0.0.0/8"])
+def api() -> Iterator[Api]:
+    yield from make_api(outbound_allow_cidrs=["127.0.0.0/8"])
 
 
 @pytest.fixture
-def guarded_api(tmp_path: Path) -> Iterator[Api]:
+def guarded_api() -> Iterator[Api]:
     """No allow-list: what an operator runs by default."""
-    yield from make_api(tmp_path)
+    yield from make_api()
 
 
 def assert_problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
@@ -223,13 +232,12 @@ def test_a_calls_webhook_url_is_validated_before_anything_is_stored(api: Api) ->
     assert api.post("/v1/tool-calls", json=call).status_code in (200, 202)
 
 
-def test_without_a_secret_key_endpoints_cannot_be_created(tmp_path: Path) -> None:
-    config = Settings(database_url=f"sqlite:///{tmp_path / 'nokey.db'}", outbound_allow_cidrs=["127.0.0.0/8"])
-    db = Database.from_settings(config)
-    upgrade(db)
-    key = Tenants(db).create_key("acme")
-    with TestClient(create_app(config, store=ReceiptStore(db))) as client:
-        response = client.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"},
-                               headers={"Authorization": f"Bearer {key}"})
+def test_without_a_secret_key_endpoints_cannot_be_created() -> None:
+    with fresh_database() as db:
+        config = Settings(database_url=db.url, outbound_allow_cidrs=["127.0.0.0/8"])
+        key = db.run(tenants.create_key("acme"))
+        with TestClient(create_app(config, db=db, sender=RecordingSender())) as client:
+            response = client.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"},
+                                   headers={"Authorization": f"Bearer {key}"})
     assert_problem(response, 503)
     assert "TOOLRELAY_SECRET_KEY" in response.json()["detail"]
