@@ -207,6 +207,73 @@ def test_deliveries_are_paginated_newest_first(api: Api) -> None:
     assert len(seen) == 5 and seen == sorted(seen, reverse=True)
 
 
+def every_page(api: Api, path: str, limit: int, **params: Any) -> list[list[str]]:
+    """The ids of each page of ``path``, following ``next_cursor`` to the end."""
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        response = api.get(path, params={"limit": limit, **params, **({"cursor": cursor} if cursor else {})})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        pages.append([item["id"] for item in body["data"]])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return pages
+        assert len(pages) < 100, "next_cursor never ends"
+
+
+def test_the_endpoint_list_pages_through_every_endpoint_once_in_order(api: Api) -> None:
+    created = {api.post("/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/{n}"}).json()["id"]
+               for n in range(7)}
+    whole = [e["id"] for e in api.get("/v1/webhook-endpoints", params={"limit": 200}).json()["data"]]
+    assert set(whole) == created and whole == sorted(whole, reverse=True)  # newest first
+    for limit in (1, 2, 3, 7):
+        pages = every_page(api, "/v1/webhook-endpoints", limit)
+        assert [len(page) for page in pages[:-1]] == [limit] * (len(pages) - 1)
+        assert [i for page in pages for i in page] == whole, limit
+
+
+def test_the_deliveries_lists_page_through_every_message_once_in_order(api: Api) -> None:
+    # Two endpoints: each transition writes two messages in one statement, with the same created_at, so
+    # page boundaries fall between messages that only their ids tell apart.
+    first = api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"}).json()
+    api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/b", "event_types": ["receipt.canceled"]})
+    for _ in range(4):
+        receipt = api.post("/v1/tool-calls", json={"tool": "echo", "arguments": {}}).json()
+        assert api.post(f"/v1/receipts/{receipt['id']}/cancel").status_code == 200
+    for path, count in (("/v1/deliveries", 8), (f"/v1/webhook-endpoints/{first['id']}/deliveries", 4)):
+        listed = api.get(path, params={"limit": 200}).json()["data"]
+        whole = [d["id"] for d in listed]
+        assert len(set(whole)) == len(whole) == count
+        stamps = [(d["created_at"], d["id"]) for d in listed]
+        assert stamps == sorted(stamps, reverse=True)  # newest first, the id breaking ties
+        for limit in (1, 3, count):
+            pages = every_page(api, path, limit)
+            assert [i for page in pages for i in page] == whole, (path, limit)
+
+
+def test_a_cursor_from_another_list_is_a_422_naming_cursor(api: Api) -> None:
+    endpoint = api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"}).json()
+    api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/b"})
+    for _ in range(2):
+        receipt = api.post("/v1/tool-calls", json={"tool": "echo", "arguments": {}}).json()
+        api.post(f"/v1/receipts/{receipt['id']}/cancel")
+    deliveries_path = f"/v1/webhook-endpoints/{endpoint['id']}/deliveries"
+    cursors = {path: api.get(path, params={"limit": 1}).json()["next_cursor"]
+               for path in ("/v1/webhook-endpoints", "/v1/deliveries", "/v1/receipts")}
+    assert all(cursors.values()), cursors
+    refused = [("/v1/webhook-endpoints", cursors["/v1/deliveries"]),
+               ("/v1/webhook-endpoints", cursors["/v1/receipts"]),
+               ("/v1/deliveries", cursors["/v1/webhook-endpoints"]),
+               ("/v1/deliveries", cursors["/v1/receipts"]),
+               (deliveries_path, cursors["/v1/webhook-endpoints"]),
+               ("/v1/receipts", cursors["/v1/deliveries"]),
+               ("/v1/deliveries", "not-a-cursor")]
+    for path, cursor in refused:
+        body = assert_problem(api.get(path, params={"cursor": cursor}), 422, "cursor")
+        assert [e["field"] for e in body["errors"]] == ["cursor"], (path, body)
+
+
 def test_default_secret_create_rotate_and_show_without_the_secret(api: Api) -> None:
     assert api.get("/v1/webhook-secret").json() == {"configured": False, "secrets": []}
     assert_problem(api.post("/v1/webhook-secret/rotate"), 404)
