@@ -43,9 +43,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_serializer": "json",
         "accept_content": ["json"],
         "worker_hijack_root_logger": False,
+        # No expiry on the sweep's messages: Celery's ``expires`` is an instant by beat's clock that
+        # the worker checks by its own, so a beat whose clock is behind the worker's would have every
+        # sweep discarded on arrival. A backlog after an outage costs a few cheap statements per sweep.
         "beat_schedule": {
-            "toolrelay-sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval_s,
-                                "options": {"expires": settings.sweep_interval_s * 2}},
+            "toolrelay-sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval_s},
         },
     }
 
