@@ -14,7 +14,7 @@ from gateway import problems
 from gateway.console import routes as console
 from gateway.limits import BodyLimit
 from gateway.publisher import BatchPublisher, RedisPublisher
-from gateway.routes import batches, health, integrations, receipts, tools, webhooks
+from gateway.routes import batches, health, integrations, receipts, runs, tools, webhooks
 from gateway.services import Services
 from gateway.waiters import PostgresListener
 from receipts.db import Database
@@ -76,6 +76,7 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     problems.install(app)
     app.include_router(receipts.router)
     app.include_router(batches.router)
+    app.include_router(runs.router)
     app.include_router(tools.router)
     app.include_router(webhooks.router)
     app.include_router(integrations.router)

@@ -39,7 +39,8 @@ def _database() -> Database:
 def dev(
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    data_dir: Annotated[Path, typer.Option(help="Where dev keeps its PostgreSQL cluster (pg/), API key and secret key.")] = Path(".toolrelay"),
+    data_dir: Annotated[Path, typer.Option(
+        help="Where dev keeps its PostgreSQL cluster (pg/), API key and secret key.")] = Path(".toolrelay"),
     api_key: Annotated[str | None, typer.Option(envvar="TOOLRELAY_DEV_API_KEY", help="Use this API key.")] = None,
 ) -> None:
     """Run everything in one process, with no services: gateway, worker, sweeper, webhook dispatcher."""
@@ -68,7 +69,7 @@ def gateway(
 def worker(ctx: typer.Context) -> None:
     """Run a Celery worker that executes tool calls. Extra arguments go to ``celery worker``.
 
-    Without ``-Q``, it consumes every queue its tools declare plus ``webhooks``.
+    Without ``-Q``, it consumes every queue its tools declare plus ``runs`` and ``webhooks``.
     """
     from toolrelay.components import build_celery
 
@@ -76,7 +77,7 @@ def worker(ctx: typer.Context) -> None:
     app, services = build_celery(_settings())
     argv = ["worker", *ctx.args]
     if not {"-Q", "--queues"} & set(ctx.args) and not any(a.startswith("--queues=") for a in ctx.args):
-        queues = services.registry.queues() | {"tools", "webhooks"}
+        queues = services.registry.queues() | {"tools", "runs", "webhooks"}
         argv += ["-Q", ",".join(sorted(queues))]
     if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):
         argv += ["--loglevel", os.environ.get("TOOLRELAY_LOG_LEVEL", "INFO")]
