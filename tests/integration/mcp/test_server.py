@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any, cast
 
@@ -258,3 +259,29 @@ def test_a_session_serves_only_the_tenant_that_opened_it(stack: Stack) -> None:
         other = client.post("/mcp", json=tools_list, headers={**session, "Authorization": f"Bearer {stack.other_key}"})
         assert other.status_code == 404  # as if the session did not exist
         assert client.post("/mcp", json=tools_list, headers=session).status_code == 401
+
+
+def test_ending_the_session_cancels_its_calls_in_flight(stack: Stack) -> None:
+    trace_id = trace()
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {stack.api_key}"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                             "clientInfo": {"name": "test", "version": "1"}}}
+    call_sleep = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "sleep", "arguments": {"seconds": 60}, "_meta": {TRACE_ID: trace_id}}}
+    with httpx.Client(base_url=stack.base_url, timeout=30, headers=headers) as client:
+        opened = client.post("/mcp", json=initialize)
+        assert opened.status_code == 200, opened.text
+        headers = {"Mcp-Session-Id": opened.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+        initialized = client.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                  headers=headers)
+        assert initialized.status_code == 202, initialized.text
+        with client.stream("POST", "/mcp", json=call_sleep, headers=headers) as answer:  # no DELETE until it runs
+            assert answer.status_code == 200
+            deadline = time.monotonic() + 30
+            while not [r for r in receipts_of(stack, trace_id) if r["status"] == "running"]:
+                assert time.monotonic() < deadline, "the call did not start"
+                time.sleep(0.1)
+            assert client.delete("/mcp", headers=headers).status_code == 200
+    (receipt,) = receipts_of(stack, trace_id)
+    assert stack.wait_terminal(receipt["id"], timeout=15)["status"] == "canceled"
