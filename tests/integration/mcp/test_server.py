@@ -8,7 +8,10 @@ from typing import Any, cast
 
 import anyio
 import httpx
+import httpx2
 import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.mcp.conftest import connect, get_receipt, receipts_of
 from tests.support.mcp_fixtures import ERROR_TEXT
@@ -17,6 +20,9 @@ from tests.support.stack import Stack
 RECEIPT_ID = "toolrelay/receipt_id"
 TRACE_ID = "toolrelay/trace_id"
 CALL_ID = "toolrelay/call_id"
+# The calls these tests cancel sleep for SLEEP_S: a cancel does not stop a running attempt (its result
+# is discarded), so each holds one of the worker's two slots that long.
+SLEEP_S = 10
 
 
 def trace() -> str:
@@ -174,7 +180,7 @@ def test_a_cancelled_call_cancels_its_receipt(stack: Stack) -> None:
                     running.set()
 
             async with anyio.create_task_group() as group:
-                group.start_soon(lambda: session.call_tool("sleep", {"seconds": 60}, progress_callback=on_progress,
+                group.start_soon(lambda: session.call_tool("sleep", {"seconds": SLEEP_S}, progress_callback=on_progress,
                                                            meta=meta_of({TRACE_ID: trace_id})))
                 with anyio.fail_after(30):
                     await running.wait()
@@ -268,7 +274,7 @@ def test_ending_the_session_cancels_its_calls_in_flight(stack: Stack) -> None:
                   "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                              "clientInfo": {"name": "test", "version": "1"}}}
     call_sleep = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                  "params": {"name": "sleep", "arguments": {"seconds": 60}, "_meta": {TRACE_ID: trace_id}}}
+                  "params": {"name": "sleep", "arguments": {"seconds": SLEEP_S}, "_meta": {TRACE_ID: trace_id}}}
     with httpx.Client(base_url=stack.base_url, timeout=30, headers=headers) as client:
         opened = client.post("/mcp", json=initialize)
         assert opened.status_code == 200, opened.text
@@ -284,4 +290,32 @@ def test_ending_the_session_cancels_its_calls_in_flight(stack: Stack) -> None:
                 time.sleep(0.1)
             assert client.delete("/mcp", headers=headers).status_code == 200
     (receipt,) = receipts_of(stack, trace_id)
+    assert stack.wait_terminal(receipt["id"], timeout=15)["status"] == "canceled"
+
+
+def test_the_2026_per_request_protocol_is_served_too(stack: Stack) -> None:
+    """``mcp.Client`` speaks 2026-07-28 when the server offers it: no session, a cancel closes the stream."""
+    echoed, slept = trace(), trace()
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async def scenario() -> tuple[str | None, types.CallToolResult]:
+        headers = {"Authorization": f"Bearer {stack.api_key}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http, \
+                Client(streamable_http_client(f"{stack.base_url}/mcp", http_client=http)) as client:
+            assert "echo" in {tool.name for tool in (await client.list_tools()).tools}
+            result = await client.call_tool("echo", {"a": 1}, progress_callback=on_progress,
+                                            meta=meta_of({TRACE_ID: echoed}))
+            with anyio.move_on_after(4):
+                await client.call_tool("sleep", {"seconds": SLEEP_S}, meta=meta_of({TRACE_ID: slept}))
+            return client.session.protocol_version, result
+
+    version, result = anyio.run(scenario)
+    assert version == "2026-07-28"
+    assert result.structured_content == {"a": 1}
+    assert result.meta is not None and result.meta[TRACE_ID] == echoed
+    assert seen == [0, 1, 4]
+    (receipt,) = receipts_of(stack, slept)
     assert stack.wait_terminal(receipt["id"], timeout=15)["status"] == "canceled"
