@@ -24,8 +24,9 @@ from mcp.server.session import ServerSession
 
 from gateway.calls import submit
 from gateway.mcp import results
-from gateway.routes.receipts import RECHECK_S, wait_for_terminal
+from gateway.routes.receipts import wait_for_terminal
 from gateway.services import Services
+from gateway.waiters import RECHECK_S
 from receipts import states
 from receipts.catalogue.tools import list_tools
 from receipts.errors import InvalidInput, InvalidTransition, NotFound, Unavailable

@@ -71,7 +71,7 @@ def test_error_codes_are_the_closed_vocabulary() -> None:
         "invalid_arguments", "tool_error", "timeout", "upstream_error", "outcome_unknown", "expired",
         "canceled", "not_found", "forbidden", "rejected", "internal",
     }
-    assert states.RUN_ERROR_CODES == states.ERROR_CODES | {"max_iterations", "loop_detected"}
+    assert states.ERROR_CODES | {"max_iterations", "loop_detected"} == states.RUN_ERROR_CODES
 
 
 @pytest.mark.parametrize("final", ["success", "failed", "partially_succeeded", "canceled"])
