@@ -1,4 +1,5 @@
-"""A real HTTP server that speaks the Chat Completions protocol, answering with scripted turns.
+"""A real HTTP server that speaks the Chat Completions protocol (and Anthropic's Messages), answering with
+scripted turns.
 
 Each model name has its own script (so tests sharing a server never take each other's turns): a
 list of :class:`Turn` played in order, one per request. A turn is an assistant answer (text, or tool
@@ -113,7 +114,8 @@ class ModelServer:
                 if turn.status != 200:
                     self._send(turn.status, {"error": {"message": turn.error, "type": "scripted"}}, turn.headers)
                     return
-                self._send(200, completion(str(body.get("model")), turn), turn.headers)
+                answer = anthropic_message if self.path.endswith("/messages") else completion
+                self._send(200, answer(str(body.get("model")), turn), turn.headers)
 
             def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
                 data = json.dumps(payload).encode()
@@ -158,6 +160,18 @@ def completion(model: str, turn: Turn) -> dict[str, Any]:
                                          "finish_reason": "tool_calls" if turn.calls else "stop"}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion_tokens,
                       "total_tokens": prompt + completion_tokens}}
+
+
+def anthropic_message(model: str, turn: Turn) -> dict[str, Any]:
+    """An Anthropic Messages ``message`` object for ``turn``."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": turn.content}] if turn.content else []
+    content += [{"type": "tool_use", "id": call_id, "name": name,
+                 "input": json.loads(arguments) if isinstance(arguments, str) else arguments}
+                for call_id, name, arguments in turn.calls]
+    prompt, completion_tokens = turn.usage
+    return {"id": f"msg_{time.monotonic_ns()}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": "tool_use" if turn.calls else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": prompt, "output_tokens": completion_tokens}}
 
 
 @contextmanager
