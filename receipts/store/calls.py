@@ -114,23 +114,21 @@ def _receipt(row: tuple[Any, ...] | None) -> Receipt | None:
 
 
 def insert_params(entries: list[Entry]) -> dict[str, Any]:
-    """The INSERT parameters of newly accepted calls: one array per column, one element per call."""
-    columns: dict[str, list[Any]] = {name: [] for name, _ in sql.NEW_CALL_ARRAYS}
+    """The INSERT's parameter: the new calls as one JSON array, an object per call (statements.NEW_CALL)."""
+    rows = []
     for entry in entries:
         call, spec = entry.call, entry.call.tool
-        row = {
+        rows.append({
             "id": entry.receipt_id, "tenant_id": call.tenant_id, "trace_id": call.trace_id or new_id("trace"),
             "call_id": call.call_id, "parent_id": call.parent_id, "tool": spec.name, "kind": spec.kind,
-            "status": entry.status, "input": Jsonb(call.arguments), "error": _json(entry.error),
-            "max_attempts": spec.max_attempts, "idempotency_key": call.idempotency_key,
-            "request_hash": call.request_hash, "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url,
-            "effect": spec.effect, "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
-            "deadline_s": call.deadline_s, "batch_id": call.batch_id,
+            "status": entry.status, "input": call.arguments, "error": entry.error, "max_attempts": spec.max_attempts,
+            "idempotency_key": call.idempotency_key, "request_hash": call.request_hash, "metadata": call.metadata,
+            "webhook_url": call.webhook_url, "effect": spec.effect, "idempotent": spec.idempotent,
+            "timeout_s": spec.timeout_s, "queue": spec.queue, "deadline_s": call.deadline_s,
+            "batch_id": call.batch_id,
             "approval_timeout_s": call.approval_timeout_s if entry.status == states.WAITING else None,
-        }
-        for name, values in columns.items():
-            values.append(row[name])
-    return columns
+        })
+    return {"rows": Jsonb(rows)}
 
 
 Accepted = tuple[Receipt, bool]
@@ -145,23 +143,27 @@ def insert(entries: list[Entry], *, actor: str = "api") -> Steps[list[Accepted |
     concurrent duplicates under one key create exactly one receipt: the unique index decides, and
     ``ON CONFLICT DO NOTHING`` lets the losers read the winner.
     """
-    params = insert_params(entries)
-    params.update(actor=actor)
-    rows = yield Query(sql.INSERT_SQL, params, fetch="all")
+    rows = yield Query(sql.INSERT_SQL, {**insert_params(entries), "actor": actor}, fetch="all")
+    return (yield from accepted(entries, rows, actor=actor))
+
+
+def accepted(entries: list[Entry], rows: list[tuple[Any, ...]], *,
+             actor: str) -> Steps[list[Accepted | IdempotencyMismatch]]:
+    """What an INSERT of ``entries`` that returned ``rows`` accepted: each entry's receipt, new or replayed."""
     created = {row[0]: Receipt.from_values(row) for row in rows}
     for row in rows:
         yield Announce(created[row[0]], row[-1])
-    missing = [entry.call for entry, receipt_id in zip(entries, params["id"], strict=True) if receipt_id not in created]
+    missing = [entry.call for entry in entries if entry.receipt_id not in created]
     replays: dict[tuple[str, str], Receipt] = {}
     if missing:
         found = yield Query(sql.REPLAY, {"tenant_ids": [call.tenant_id for call in missing],
                                          "keys": [call.idempotency_key for call in missing]}, fetch="all")
         replays = {(r.tenant_id, r.idempotency_key or ""): r for r in map(Receipt.from_values, found)}
     results: list[Accepted | IdempotencyMismatch] = []
-    for entry, receipt_id in zip(entries, params["id"], strict=True):
+    for entry in entries:
         call = entry.call
-        if receipt_id in created:
-            results.append((created[receipt_id], False))
+        if entry.receipt_id in created:
+            results.append((created[entry.receipt_id], False))
             continue
         existing = replays.get((call.tenant_id, call.idempotency_key or ""))
         if existing is None:  # the conflicting receipt was purged in between: accept this one after all

@@ -80,15 +80,16 @@ m AS (
 )"""
 
 
-def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s") -> str:
+def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s", first: str = "") -> str:
     """``row_statement`` (an INSERT or UPDATE ... RETURNING the receipt's columns and ``before_status``)
     with its timeline and outbox writes.
 
     The statement returns one row (what ``row_statement`` returns, then how many webhook messages it
     queued) when the transition happened, none when it did not. ``detail`` is the SQL of the timeline
-    event's detail (by default the ``detail`` parameter; a sweep derives it from each row).
+    event's detail (by default the ``detail`` parameter; a sweep derives it from each row). ``first``
+    is CTEs of the same statement that ``row_statement`` builds on (e.g. the batch it inserts into).
     """
-    ctes = [f"r AS ({row_statement})", TIMELINE.format(detail=detail)]
+    ctes = [*([first] if first else []), f"r AS ({row_statement})", TIMELINE.format(detail=detail)]
     if announce:
         ctes.append(OUTBOX)
     queued = "(SELECT count(*) FROM m)" if announce else "0"
@@ -97,12 +98,13 @@ def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s"
 
 RETURNING = f"RETURNING {COLUMNS}"
 
-# New calls, any number in one statement (the arrays of unnest, one element per call). A deadline
-# is the database's now() plus the call's timeout; pending calls are published at once
-# (published_at); a call that starts terminal (a model's mistake in a batch) starts finished. A
-# call whose (tenant, idempotency key) exists already is left out of RETURNING: the caller reads
-# what that key made.
-NEW_CALL_ARRAYS = (
+# New calls, any number in one statement: ``%(rows)s`` is a JSON array of them, one object per call
+# with the fields of NEW_CALL (read back with jsonb_to_recordset: one parameter, whatever the count).
+# A deadline is the database's now() plus the call's timeout; pending calls are published at once
+# (published_at); a call that starts terminal (a model's mistake in a batch) starts finished. A call
+# whose (tenant, idempotency key) exists already is left out of RETURNING: the caller reads what
+# that key made.
+NEW_CALL = (
     ("id", "text"), ("tenant_id", "text"), ("trace_id", "text"), ("call_id", "text"), ("parent_id", "text"),
     ("tool", "text"), ("kind", "text"), ("status", "text"), ("input", "jsonb"), ("error", "jsonb"),
     ("max_attempts", "int"), ("idempotency_key", "text"), ("request_hash", "text"), ("metadata", "jsonb"),
@@ -115,17 +117,24 @@ _APPROVAL = f"""CASE WHEN u.approval_timeout_s IS NOT NULL THEN jsonb_build_obje
            'state', 'requested', 'requested_at', {NOW_ISO},
            'expires_at', to_char((now() + make_interval(secs => u.approval_timeout_s)) AT TIME ZONE 'UTC',
                                  '{PG_ISO_FORMAT}')) END"""
-INSERT = f"""
+
+
+def insert(where: str = "") -> str:
+    """The INSERT of new calls (``where``: a condition on their row ``u``, e.g. that their batch is new)."""
+    return f"""
 INSERT INTO receipts ({COLUMNS})
 SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, u.status, u.input, NULL, u.error, 0,
        u.max_attempts, u.idempotency_key, u.request_hash, u.metadata, u.webhook_url, u.effect, u.idempotent,
        u.timeout_s, u.queue, now(), now(), NULL, CASE WHEN u.status IN {_in(states.TERMINAL)} THEN now() END,
        now() + make_interval(secs => coalesce(u.approval_timeout_s, u.deadline_s)), now(),
        CASE WHEN u.status = 'pending' THEN now() END, NULL, u.batch_id, {_APPROVAL}, u.deadline_s
-FROM unnest({", ".join(f"%({name})s::{kind}[]" for name, kind in NEW_CALL_ARRAYS)})
-     AS u({", ".join(name for name, _ in NEW_CALL_ARRAYS)})
+FROM jsonb_to_recordset(%(rows)s) AS u({", ".join(f"{name} {kind}" for name, kind in NEW_CALL)})
+{where}
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 {RETURNING}, NULL::text AS before_status"""
+
+
+INSERT = insert()
 
 # The guards after ``id = %(id)s`` are wrapped in ``(...) IS TRUE`` (the same test: NULL fails either
 # way) so that they cannot match a partial index on open receipts. Written plainly, a claim's
