@@ -146,9 +146,13 @@ class RedisPublisher:
                     if self._redis is None:
                         self._redis = aioredis.Redis.from_url(self.app.conf.broker_url, socket_timeout=10,
                                                               socket_connect_timeout=5)
+                    lists: dict[str, list[str]] = {}
+                    for receipt in batch:  # one LPUSH per queue: its values are pushed in order
+                        key, message = self.command(receipt)
+                        lists.setdefault(key, []).append(message)
                     async with self._redis.pipeline(transaction=False) as pipe:
-                        for receipt in batch:
-                            pipe.lpush(*self.command(receipt))
+                        for key, messages in lists.items():
+                            pipe.lpush(key, *messages)
                         await pipe.execute()
                 except Exception as exc:  # noqa: BLE001 - the rows are committed; the sweeper re-sends them
                     log.warning("could not publish %d accepted receipts (%s); the sweeper will send them",

@@ -1,8 +1,9 @@
 """Batches: the tool calls of one agent step, opened together, completed once every call is terminal.
 
-Opening a batch is one transaction: the batch row and a receipt per call (``receipts.batch_id``),
-so the calls of a step exist together or not at all, and a retried step (the same idempotency key)
-finds the batch its first try opened instead of opening another. Completing one happens when its
+Opening a batch is one statement: the batch row and a receipt per call (``receipts.batch_id``),
+with their timeline and outbox rows, so the calls of a step exist together or not at all, and a
+retried step (the same idempotency key) finds the batch its first try opened instead of opening
+another. Completing one happens when its
 last call ends, whoever ends it (a worker, the sweeper, a client posting a function tool's result):
 under the batch's row lock, once all its receipts are terminal, the messages for the model are
 rendered (by the caller's ``render``: the vendors' formats live above this package), stored, and
@@ -15,15 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from receipts import states
-from receipts.db import Query, Steps, operation, transaction
+from receipts.db import Query, Steps, operation, subop, transaction
 from receipts.errors import IdempotencyMismatch, NotFound
-from receipts.records import BATCH_COLUMNS, Batch, Receipt
+from receipts.records import BATCH_COLUMNS, RECEIPT_COLUMNS, Batch, Receipt
 from receipts.store import calls
+from receipts.store import statements as sql
 from receipts.store.calls import Accepted, Entry
 from receipts.store.statements import COLUMNS
 from receipts.webhooks.announce import announce
@@ -37,6 +40,11 @@ VALUES (%(id)s, %(tenant_id)s, %(trace_id)s, %(format)s, 'running', %(receipt_id
         %(request_hash)s, %(max_result_chars)s, %(metadata)s, %(webhook_url)s, NULL, now(), now(), NULL)
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING {_BATCH}"""
+# The batch and its calls in one statement: the calls are inserted only if the batch is (a replay
+# inserts neither), and a new batch returns a row even when none of its calls is new (a row of NULLs).
+OPEN_WITH_CALLS = sql.transition(sql.insert(where="WHERE EXISTS (SELECT 1 FROM b)"), announce=True,
+                                 detail=sql.ERROR_DETAIL, first=f"b AS ({OPEN})",
+                                 source="(SELECT 1 FROM b) AS opened LEFT JOIN r ON true")
 BY_KEY = f"SELECT {_BATCH} FROM batches WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
 GET = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s"
 LOCK = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s AND status = 'running' FOR UPDATE"
@@ -73,7 +81,7 @@ def _batch(row: tuple[Any, ...]) -> Batch:
     return Batch(*row)
 
 
-@transaction
+@operation
 def open_batch(new: NewBatch, render: Render, *, actor: str = "api") -> Steps[tuple[Batch, list[Receipt], bool]]:
     """Open ``new`` with a receipt per entry (each entry's call carries the batch's id): ``(batch, its
     receipts in call order, replayed)``. A batch whose calls all start terminal completes at once.
@@ -81,23 +89,33 @@ def open_batch(new: NewBatch, render: Render, *, actor: str = "api") -> Steps[tu
     Raises:
         IdempotencyMismatch: the batch's key was used before for a different request.
     """
-    receipt_ids = [entry.receipt_id for entry in new.entries]
-    row = yield Query(OPEN, {"id": new.id, "tenant_id": new.tenant_id, "trace_id": new.trace_id,
-                             "format": new.format, "receipt_ids": receipt_ids,
-                             "idempotency_key": new.idempotency_key, "request_hash": new.request_hash,
-                             "max_result_chars": new.max_result_chars, "metadata": Jsonb(new.metadata),
-                             "webhook_url": new.webhook_url})
-    if row is None:  # the key opened a batch before: that one is the answer
+    params = {**calls.insert_params(new.entries), "actor": actor, "id": new.id, "tenant_id": new.tenant_id,
+              "trace_id": new.trace_id, "format": new.format,
+              "receipt_ids": [entry.receipt_id for entry in new.entries], "idempotency_key": new.idempotency_key,
+              "request_hash": new.request_hash, "max_result_chars": new.max_result_chars,
+              "metadata": Jsonb(new.metadata), "webhook_url": new.webhook_url}
+    rows = yield Query(OPEN_WITH_CALLS, params, fetch="all")
+    if not rows:  # the key opened a batch before: that one is the answer
         existing = _batch((yield Query(BY_KEY, {"tenant_id": new.tenant_id, "key": new.idempotency_key})))
         if existing.request_hash != new.request_hash:
             raise IdempotencyMismatch(receipt_id=existing.id)
         return existing, (yield from _receipts(existing)), True
-    batch = _batch(row)
-    accepted: list[Accepted | IdempotencyMismatch] = yield from calls.insert(new.entries, actor=actor).steps
+    accepted: list[Accepted | IdempotencyMismatch] = yield from calls.accepted(new.entries, rows, actor=actor)
     receipts = [result[0] for result in accepted if not isinstance(result, BaseException)]
+    batch = opened(new, at=rows[0][RECEIPT_COLUMNS.index("created_at")]) if rows[0][0] is not None else None
+    if batch is None:  # none of its calls was new (a key of its own used before): read what was stored
+        batch = _batch((yield Query(GET, {"id": new.id})))
     if all(receipt.terminal for receipt in receipts):
-        batch = (yield from _complete(batch, receipts, render)) or batch
+        batch = (yield from subop(complete(batch.id, render))) or batch
     return batch, receipts, False
+
+
+def opened(new: NewBatch, *, at: datetime) -> Batch:
+    """The row OPEN stores for ``new`` at ``at`` (the statement's now(), which its receipts share)."""
+    return Batch(id=new.id, tenant_id=new.tenant_id, trace_id=new.trace_id, format=new.format, status="running",
+                 receipt_ids=[entry.receipt_id for entry in new.entries], idempotency_key=new.idempotency_key,
+                 request_hash=new.request_hash, max_result_chars=new.max_result_chars, metadata=new.metadata,
+                 webhook_url=new.webhook_url, messages=None, created_at=at, updated_at=at, completed_at=None)
 
 
 def _receipts(batch: Batch) -> Steps[list[Receipt]]:

@@ -149,7 +149,9 @@ def insert(entries: list[Entry], *, actor: str = "api") -> Steps[list[Accepted |
 
 def accepted(entries: list[Entry], rows: list[tuple[Any, ...]], *,
              actor: str) -> Steps[list[Accepted | IdempotencyMismatch]]:
-    """What an INSERT of ``entries`` that returned ``rows`` accepted: each entry's receipt, new or replayed."""
+    """What an INSERT of ``entries`` that returned ``rows`` accepted: each entry's receipt, new or replayed
+    (a row of NULLs, which a statement may return to say it ran but inserted none, is left out)."""
+    rows = [row for row in rows if row[0] is not None]
     created = {row[0]: Receipt.from_values(row) for row in rows}
     for row in rows:
         yield Announce(created[row[0]], row[-1])

@@ -80,20 +80,22 @@ m AS (
 )"""
 
 
-def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s", first: str = "") -> str:
+def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s", first: str = "",
+               source: str = "r") -> str:
     """``row_statement`` (an INSERT or UPDATE ... RETURNING the receipt's columns and ``before_status``)
     with its timeline and outbox writes.
 
     The statement returns one row (what ``row_statement`` returns, then how many webhook messages it
     queued) when the transition happened, none when it did not. ``detail`` is the SQL of the timeline
     event's detail (by default the ``detail`` parameter; a sweep derives it from each row). ``first``
-    is CTEs of the same statement that ``row_statement`` builds on (e.g. the batch it inserts into).
+    is CTEs of the same statement that ``row_statement`` builds on (e.g. the batch it inserts into),
+    ``source`` what the final SELECT reads ``r`` from (e.g. a join that keeps a row when ``r`` has none).
     """
     ctes = [*([first] if first else []), f"r AS ({row_statement})", TIMELINE.format(detail=detail)]
     if announce:
         ctes.append(OUTBOX)
     queued = "(SELECT count(*) FROM m)" if announce else "0"
-    return "WITH " + ",".join(ctes) + f"\nSELECT r.*, {queued} AS outbox_messages FROM r"
+    return "WITH " + ",".join(ctes) + f"\nSELECT r.*, {queued} AS outbox_messages FROM {source}"
 
 
 RETURNING = f"RETURNING {COLUMNS}"
