@@ -235,9 +235,9 @@ def test_only_plain_redis_urls_use_it() -> None:
 
 
 def test_the_worker_app_connects_through_it() -> None:
-    app = make_celery(Settings(broker_url=services.REDIS_URL))
+    app = make_celery(Settings(broker_url=services.REDIS_URL)).app
     with app.connection_for_read() as conn:
         assert isinstance(conn.transport, Transport)
-    in_memory = make_celery(Settings(broker_url="memory://"))
+    in_memory = make_celery(Settings(broker_url="memory://")).app
     with in_memory.connection_for_read() as conn:
         assert not isinstance(conn.transport, Transport)
