@@ -39,7 +39,8 @@ def _database() -> Database:
 def dev(
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    data_dir: Annotated[Path, typer.Option(help="Where dev keeps its PostgreSQL cluster (pg/), API key and secret key.")] = Path(".toolrelay"),
+    data_dir: Annotated[Path, typer.Option(
+        help="Where dev keeps its PostgreSQL cluster (pg/), API key and secret key.")] = Path(".toolrelay"),
     api_key: Annotated[str | None, typer.Option(envvar="TOOLRELAY_DEV_API_KEY", help="Use this API key.")] = None,
 ) -> None:
     """Run everything in one process, with no services: gateway, worker, sweeper, webhook dispatcher."""
