@@ -17,11 +17,11 @@ from agents.calls import ToolCall, ToolResult
 from agents.content import content
 from agents.formats import FORMATS
 from receipts import states
-from receipts.db import Op
+from receipts.db import Op, Steps, transaction
 from receipts.errors import InvalidInput
-from receipts.records import Batch, Receipt, ToolSpec
+from receipts.records import Batch, Receipt, Run, ToolSpec
 from receipts.settings import Settings
-from receipts.store import batches
+from receipts.store import batches, runs
 from receipts.store.calls import Entry, NewCall, error
 from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
 
@@ -88,11 +88,23 @@ def render(batch: Batch, receipts: list[Receipt]) -> list[dict[str, Any]]:
     return FORMATS[batch.format].messages(results(receipts, batch.max_result_chars))
 
 
-def completion(receipt: Receipt | None) -> Op[Batch | None] | None:
-    """The operation that completes ``receipt``'s batch if it just ended its last call (None: nothing to do).
+@transaction
+def complete(batch_id: str) -> Steps[Run | None]:
+    """Complete the batch if all its calls are terminal, and resume the run waiting for it (if one is):
+    the run to publish, or None."""
+    batch = yield from batches.complete(batch_id, render).steps
+    run_id = (batch.metadata or {}).get("run_id") if batch is not None else None
+    if not isinstance(run_id, str):
+        return None
+    return (yield from runs.resume(run_id, batch_id).steps)
+
+
+def completion(receipt: Receipt | None) -> Op[Run | None] | None:
+    """The operation to run once ``receipt`` ended, if it was a call of a batch (None: nothing to do): it
+    completes the batch if this was its last call, and gives back the run to publish, if one waits.
 
     Whoever ends a call of a batch runs it once that end has committed.
     """
     if receipt is None or receipt.batch_id is None or not receipt.terminal:
         return None
-    return batches.complete(receipt.batch_id, render)
+    return complete(receipt.batch_id)

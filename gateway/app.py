@@ -9,12 +9,14 @@ from contextlib import asynccontextmanager
 from celery import Celery
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
+from starlette.routing import Route
 
 from gateway import problems
 from gateway.console import routes as console
 from gateway.limits import BodyLimit
+from gateway.mcp import McpEndpoint
 from gateway.publisher import BatchPublisher, RedisPublisher
-from gateway.routes import batches, health, integrations, receipts, tools, webhooks
+from gateway.routes import batches, health, integrations, receipts, runs, tools, webhooks
 from gateway.services import Services
 from gateway.waiters import PostgresListener
 from receipts.db import Database
@@ -48,6 +50,7 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
         else:
             publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
     services = Services(settings, db, sender, publisher)
+    mcp = McpEndpoint(services)
     listener: PostgresListener | None = None
 
     @asynccontextmanager
@@ -56,7 +59,8 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
         await db.open_async(ASYNC_POOL_SIZE)
         listener = PostgresListener(db, services.waiters)
         listener.start()
-        yield
+        async with mcp.running():  # MCP sessions end before the database closes
+            yield
         if listener is not None:
             await listener.aclose()
         await db.close_async()
@@ -76,10 +80,12 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     problems.install(app)
     app.include_router(receipts.router)
     app.include_router(batches.router)
+    app.include_router(runs.router)
     app.include_router(tools.router)
     app.include_router(webhooks.router)
     app.include_router(integrations.router)
     app.include_router(health.router)
     app.include_router(console.router)
+    app.router.routes.append(Route(mcp.path, mcp.app, include_in_schema=False))  # an ASGI app, any method
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
@@ -42,25 +43,35 @@ async def lookup_tool(services: Services, tenant_id: str, name: str, field: str 
 
 async def accept(services: Services, tenant: Tenant, body: ToolCallRequest,
                  header_key: str | None) -> tuple[Receipt, bool]:
-    """Store the call durably and publish it; returns ``(receipt, replayed)``.
-
-    Nothing is written when the request is invalid. Once the row is committed the call is accepted:
-    if the broker is unreachable the message is left to the sweeper, which re-sends pending receipts
-    whose message never arrived. Everything runs on the event loop but the webhook URL's DNS check.
-    """
+    """``POST /v1/tool-calls``: the HTTP body as a :class:`CallRequest`, submitted; ``(receipt, replayed)``."""
     key = idempotency_key_of(body, header_key)
     checked = await lookup_tool(services, tenant.id, body.tool)
     request = CallRequest(tool=body.tool, arguments=body.arguments, trace_id=body.trace_id, call_id=body.call_id,
                           idempotency_key=key, metadata=body.metadata, timeout_s=body.timeout_s,
                           webhook_url=body.webhook_url)
+    return await submit(services, tenant, checked, request,
+                        request_body=body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True))
+
+
+async def submit(services: Services, tenant: Tenant, checked: CheckedTool, request: CallRequest, *,
+                 request_body: dict[str, Any] | None = None) -> tuple[Receipt, bool]:
+    """Store a call to ``checked``'s tool durably and publish it; returns ``(receipt, replayed)``.
+
+    The one way into the gateway for a call, whatever its caller (the HTTP API, the MCP server).
+    Nothing is written when the request is invalid. Once the row is committed the call is accepted:
+    if the broker is unreachable the message is left to the sweeper, which re-sends pending receipts
+    whose message never arrived. Everything runs on the event loop but the webhook URL's DNS check.
+
+    Raises:
+        InvalidInput: the arguments do not match the tool's schema, or the timeout is out of range.
+    """
     try:
-        call = prepare(services.settings, tenant.id, checked, request,
-                       request_body=body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True))
+        call = prepare(services.settings, tenant.id, checked, request, request_body=request_body)
     except InvalidInput:
         services.metrics.rejected.labels("invalid_arguments").inc()
         raise
-    if body.webhook_url is not None:
-        await run_in_threadpool(check_url, services, body.webhook_url, field="webhook_url")  # DNS: off the loop
+    if request.webhook_url is not None:
+        await run_in_threadpool(check_url, services, request.webhook_url, field="webhook_url")  # DNS: off the loop
         await check_default_secret(services, tenant)
     status = initial_status(checked.spec)
     if status == states.PENDING:

@@ -54,6 +54,47 @@ class BatchBody(BaseModel):
     completed_at: str | None
 
 
+class ModelRequest(BaseModel):
+    """``PUT /v1/models/{name}``: an OpenAI-compatible Chat Completions endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(min_length=1, max_length=2048, description="e.g. https://api.openai.com/v1")
+    model: str = Field(min_length=1, max_length=200, description="The model's name at that endpoint.")
+    api_key: str | None = Field(default=None, max_length=4096,
+                                description="Stored encrypted, never shown. Left out: the stored one is kept.")
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="Sent with every request, e.g. temperature, max_tokens.")
+
+
+class RunRequest(BaseModel):
+    """``POST /v1/runs``: the agent loop, run by toolrelay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=64, description="A model defined with PUT /v1/models/{name}.")
+    instructions: str | None = Field(default=None, max_length=100_000, description="The system message.")
+    input: str | list[dict[str, Any]] = Field(description="A user message, or Chat Completions messages.")
+    tools: list[str] = Field(default_factory=list, max_length=128, description="The only tools offered and run.")
+    max_iterations: int = Field(default=8, ge=1, le=50, description="Model calls at most.")
+    timeout_s: float | None = Field(default=None, gt=0, description="The run's deadline.")
+    max_result_chars: int = Field(default=16_000, ge=200, le=1_000_000)
+    trace_id: str | None = Field(default=None, min_length=1, max_length=200)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    webhook_url: str | None = Field(default=None, max_length=2048)
+    wait_s: float = Field(default=0, ge=0, le=60, description="Wait up to this long for the run to end.")
+
+
+class DecisionRequest(BaseModel):
+    """``POST /v1/receipts/{id}/approve`` (``comment``) or ``/reject`` (``reason``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: str = Field(min_length=1, max_length=200, description="Who decides: a name, an email, an id.")
+    comment: str | None = Field(default=None, max_length=4000)
+    reason: str | None = Field(default=None, max_length=4000)
+
+
 class ErrorBody(BaseModel):
     code: str
     message: str
@@ -79,6 +120,7 @@ class ReceiptBody(BaseModel):
     max_attempts: int
     idempotency_key: str | None
     metadata: dict[str, Any]
+    approval: dict[str, Any] | None = None
     created_at: str
     updated_at: str
     started_at: str | None

@@ -10,6 +10,7 @@ raised before anything is stored. An api_call's credential headers are encrypted
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -40,6 +41,9 @@ class _Common(BaseModel):
     effect: Effect | None = None
     idempotent: bool | None = None
     max_attempts: int | None = Field(default=None, ge=1, le=20)
+    requires_approval: bool = Field(default=False, description="Each call waits for a person's approval first.")
+    approval_timeout_s: float | None = Field(default=None, gt=0, le=31 * 24 * 3600,
+                                             description="How long a call waits for a decision (default 24 h).")
 
 
 class FunctionTool(_Common):
@@ -129,11 +133,16 @@ class ToolDefinitions:
         """
         check_name(body.name)
         if isinstance(body, FunctionTool):
-            return self._function(tenant_id, body)
-        if isinstance(body, ApiCallTool):
-            return self._api_call(tenant_id, body)
-        assert method is not None, "an integration tool is built from its provider method"
-        return self._integration(tenant_id, body, method)
+            if body.requires_approval:
+                raise Problem.invalid("requires_approval", "a function tool's calls are decided by its client already")
+            spec = self._function(tenant_id, body)
+        elif isinstance(body, ApiCallTool):
+            spec = self._api_call(tenant_id, body)
+        else:
+            assert method is not None, "an integration tool is built from its provider method"
+            spec = self._integration(tenant_id, body, method)
+        return dataclasses.replace(spec, requires_approval=body.requires_approval,
+                                   approval_timeout_s=body.approval_timeout_s)
 
     def _function(self, tenant_id: str, body: FunctionTool) -> ToolSpec:
         check_parameters(body.parameters)

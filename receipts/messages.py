@@ -14,6 +14,8 @@ from receipts.settings import Settings
 EXECUTE_TASK = "toolrelay.execute"
 SWEEP_TASK = "toolrelay.sweep"
 DELIVER_TASK = "toolrelay.webhooks.deliver"
+RUN_TASK = "toolrelay.run"
+RUNS_QUEUE = "runs"
 WEBHOOKS_QUEUE = "webhooks"
 MAX_COUNTDOWN_S = 60.0  # longer delays live in the database; the sweeper enqueues them when due
 VISIBILITY_TIMEOUT_S = 6 * 3600  # Redis redelivers unacked messages after this: above any task's time limit
@@ -56,3 +58,8 @@ def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, cou
     """
     args, call_options = execute_call(receipt, grace_s=grace_s)
     sender.send_task(EXECUTE_TASK, args=args, countdown=countdown if countdown else None, **call_options, **options)
+
+
+def publish_run(sender: TaskSender, run_id: str) -> None:
+    """Ask a worker on the ``runs`` queue to advance the run (the row says what to do; this is a hint)."""
+    sender.send_task(RUN_TASK, args=[run_id], queue=RUNS_QUEUE)

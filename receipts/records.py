@@ -41,6 +41,7 @@ API_FIELDS: tuple[tuple[str, bool], ...] = (
     ("max_attempts", False),
     ("idempotency_key", False),
     ("metadata", False),
+    ("approval", False),
     ("created_at", True),
     ("updated_at", True),
     ("started_at", True),
@@ -83,6 +84,8 @@ class Receipt:
     published_at: datetime | None
     lease_expires_at: datetime | None
     batch_id: str | None  # the batch (agent step) the call is one of, if any
+    approval: dict[str, Any] | None  # a person's decision this call waits for or got (tools that require one)
+    deadline_s: float | None  # the call's deadline, counted from acceptance (or from an approval)
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Receipt:
@@ -158,6 +161,8 @@ class ToolSpec:
     queue: str = "tools"
     definition: dict[str, Any] = field(default_factory=dict)
     tenant_id: str = "*"
+    requires_approval: bool = False
+    approval_timeout_s: float | None = None  # None: TOOLRELAY_APPROVAL_TIMEOUT_S
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> ToolSpec:
@@ -173,7 +178,10 @@ class ToolSpec:
             "idempotent": self.idempotent,
             "timeout_s": self.timeout_s,
             "max_attempts": self.max_attempts,
+            "requires_approval": self.requires_approval,
         }
+        if self.requires_approval:
+            data["approval_timeout_s"] = self.approval_timeout_s
         if self.kind in ("api_call", "integration"):
             data["definition"] = public_definition(self.kind, self.definition)  # credentials masked
         return data
@@ -210,6 +218,74 @@ class Batch:
 
 
 BATCH_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Batch))
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    """One step of a run: a model call (``kind="model"``) or the tool calls it asked for (``"tools"``)."""
+
+    run_id: str
+    index: int
+    kind: str
+    data: dict[str, Any]
+    created_at: datetime
+
+    def to_api(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.kind, **self.data}
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """An agent run: the loop (model, tools, model...) toolrelay runs until the model answers."""
+
+    id: str
+    tenant_id: str
+    trace_id: str
+    model: str
+    status: str  # pending | running | waiting | success | failed | canceled
+    instructions: str | None
+    input: list[dict[str, Any]]
+    tools: list[str]
+    max_iterations: int
+    max_result_chars: int
+    metadata: dict[str, Any]
+    webhook_url: str | None
+    idempotency_key: str | None
+    request_hash: str | None
+    output: str | None
+    error: dict[str, Any] | None
+    iterations: int
+    prompt_tokens: int
+    completion_tokens: int
+    attempt: int
+    waiting_batch_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    deadline_at: datetime
+    available_at: datetime
+    published_at: datetime | None
+    lease_expires_at: datetime | None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_api(self, steps: list[RunStep] | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id, "status": self.status, "trace_id": self.trace_id, "model": self.model,
+            "output": self.output, "error": self.error, "iterations": self.iterations,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "tools": list(self.tools), "max_iterations": self.max_iterations, "metadata": self.metadata,
+            "created_at": iso(self.created_at), "updated_at": iso(self.updated_at),
+            "finished_at": iso(self.finished_at), "deadline_at": iso(self.deadline_at),
+        }
+        if steps is not None:
+            data["steps"] = [step.to_api() for step in steps]
+        return data
+
+
+RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Run))
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,12 @@ class Settings(BaseSettings):
     function_deadline_s: float = 24 * 3600.0
     function_deadline_max_s: float = 31 * 24 * 3600.0
     lease_grace_s: float = 15.0
+    approval_timeout_s: float = 24 * 3600.0  # how long a call waits for a person's approval by default
+
+    # Agent runs: the longest one model call may take, and a run's deadline when the request sets none.
+    model_timeout_s: float = 120.0
+    run_deadline_s: float = 3600.0
+    run_deadline_max_s: float = 7 * 24 * 3600.0
 
     # Sweeper: how often it runs and when a pending receipt's message is presumed lost.
     sweep_interval_s: float = 2.0

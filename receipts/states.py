@@ -23,7 +23,7 @@ ACTIVE: Final = frozenset(STATUSES) - TERMINAL
 TRANSITIONS: Final[dict[str, frozenset[str]]] = {
     PENDING: frozenset({RUNNING, FAILED, CANCELED}),
     RUNNING: frozenset({PENDING, SUCCESS, FAILED, PARTIALLY_SUCCEEDED, CANCELED}),
-    WAITING: frozenset({SUCCESS, FAILED, CANCELED}),
+    WAITING: frozenset({PENDING, SUCCESS, FAILED, CANCELED}),  # pending: a person approved the call
     SUCCESS: frozenset(),
     FAILED: frozenset(),
     PARTIALLY_SUCCEEDED: frozenset(),
@@ -39,9 +39,18 @@ EVENT_TYPES: Final[dict[str, str]] = {
     FAILED: "receipt.failed",
     CANCELED: "receipt.canceled",
 }
+APPROVAL_REQUESTED: Final = "receipt.approval_requested"  # a call that waits for a person's decision
 BATCH_COMPLETED: Final = "batch.completed"
+# A run's end states and its wait for a person, and the events that announce them.
+RUN_EVENT_TYPES: Final[dict[str, str]] = {
+    "success": "run.succeeded",
+    "failed": "run.failed",
+    "canceled": "run.canceled",
+    "waiting": "run.waiting",
+}
 # Every event an endpoint can subscribe to: the receipts' transitions, and the other announcements.
-WEBHOOK_EVENT_TYPES: Final = frozenset({*EVENT_TYPES.values(), BATCH_COMPLETED})
+WEBHOOK_EVENT_TYPES: Final = frozenset({*EVENT_TYPES.values(), APPROVAL_REQUESTED, BATCH_COMPLETED,
+                                        *RUN_EVENT_TYPES.values()})
 
 # error.code vocabulary (DESIGN.md).
 ERROR_CODES: Final = frozenset(
@@ -55,9 +64,12 @@ ERROR_CODES: Final = frozenset(
         "canceled",
         "not_found",
         "forbidden",
+        "rejected",
         "internal",
     }
 )
+# A run's error codes: the receipts' and the loop's own rails.
+RUN_ERROR_CODES: Final = ERROR_CODES | {"max_iterations", "loop_detected"}
 
 
 def can_move(current: str, target: str) -> bool:

@@ -94,14 +94,18 @@ def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: C
             "call_id": request.call_id, "metadata": request.metadata, "timeout_s": request.timeout_s,
             "webhook_url": request.webhook_url}
         request_hash = fingerprint({k: v for k, v in body.items() if v is not None})
+    approval_timeout_s = None
+    if spec.requires_approval:
+        approval_timeout_s = spec.approval_timeout_s or settings.approval_timeout_s
     return NewCall(tenant_id=tenant_id, tool=spec, arguments=request.arguments,
                    deadline_s=deadline_for(settings, spec, request.timeout_s), trace_id=request.trace_id,
                    call_id=request.call_id, parent_id=request.parent_id, idempotency_key=request.idempotency_key,
                    request_hash=request_hash, metadata=request.metadata, webhook_url=request.webhook_url,
-                   batch_id=request.batch_id)
+                   batch_id=request.batch_id, approval_timeout_s=approval_timeout_s)
 
 
 def initial_status(spec: ToolSpec) -> str:
-    """The status a new call starts in: a client-run (function) tool waits for its client."""
-    return states.WAITING if spec.kind == "function" else states.PENDING
+    """The status a new call starts in: a client-run (function) tool waits for its client, a tool that
+    requires approval for a person's decision."""
+    return states.WAITING if spec.kind == "function" or spec.requires_approval else states.PENDING
 

@@ -69,7 +69,7 @@ def gateway(
 def worker(ctx: typer.Context) -> None:
     """Run a Celery worker that executes tool calls. Extra arguments go to ``celery worker``.
 
-    Without ``-Q``, it consumes every queue its tools declare plus ``webhooks``.
+    Without ``-Q``, it consumes every queue its tools declare plus ``runs`` and ``webhooks``.
     """
     from toolrelay.components import build_celery
 
@@ -77,7 +77,7 @@ def worker(ctx: typer.Context) -> None:
     app, services = build_celery(_settings())
     argv = ["worker", *ctx.args]
     if not {"-Q", "--queues"} & set(ctx.args) and not any(a.startswith("--queues=") for a in ctx.args):
-        queues = services.registry.queues() | {"tools", "webhooks"}
+        queues = services.registry.queues() | {"tools", "runs", "webhooks"}
         argv += ["-Q", ",".join(sorted(queues))]
     if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):
         argv += ["--loglevel", os.environ.get("TOOLRELAY_LOG_LEVEL", "INFO")]

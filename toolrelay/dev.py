@@ -128,7 +128,7 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
         app, services = build_celery(settings, db=db)
         db.subscribe(Nudger(app))
 
-        queues = sorted(services.registry.queues() | {"tools", "webhooks"})
+        queues = sorted(services.registry.queues() | {"tools", "runs", "webhooks"})
         worker = app.WorkController(pool_cls="threads", concurrency=concurrency, queues=queues,
                                     without_heartbeat=True, without_mingle=True, without_gossip=True,
                                     hostname=f"dev@{os.uname().nodename}")

@@ -72,11 +72,10 @@ def install(app: Celery, settings: Settings, db: Callable[[], Database]) -> None
         if report.more:
             publish_deliver(app)
 
+    # No expiry on the pump's messages (see the sweep's entry in workers.celery_app): retries that come
+    # due are sent only by the pump, so a beat whose clock is behind the workers' must not lose it.
     schedule = dict(app.conf.beat_schedule or {})
-    schedule[BEAT_ENTRY] = {
-        "task": DELIVER_TASK,
-        "schedule": settings.webhook_poll_s,
-        "options": {"queue": WEBHOOKS_QUEUE, "expires": max(settings.webhook_poll_s * 2, 1.0)},
-    }
+    schedule[BEAT_ENTRY] = {"task": DELIVER_TASK, "schedule": settings.webhook_poll_s,
+                            "options": {"queue": WEBHOOKS_QUEUE}}
     app.conf.beat_schedule = schedule
 

@@ -16,12 +16,13 @@ from celery import Celery, signals
 
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
-from receipts.messages import EXECUTE_TASK, SWEEP_TASK, transport_options
+from receipts.messages import EXECUTE_TASK, RUN_TASK, RUNS_QUEUE, SWEEP_TASK, transport_options
 from receipts.settings import Settings
 from workers.backoff import Backoff
 from workers.execution import Executor, KindRunner, PythonKind
 from workers.redis_transport import broker_transport
 from workers.registry import Registry, load_registry
+from workers.runs import RunAdvancer
 from workers.sweeper import sweep_once
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_serializer": "json",
         "accept_content": ["json"],
         "worker_hijack_root_logger": False,
+        # No expiry on the sweep's messages: Celery's ``expires`` is an instant by beat's clock that
+        # the worker checks by its own, so a beat whose clock is behind the worker's would have every
+        # sweep discarded on arrival. A backlog after an outage costs a few cheap statements per sweep.
         "beat_schedule": {
-            "toolrelay-sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval_s,
-                                "options": {"expires": settings.sweep_interval_s * 2}},
+            "toolrelay-sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval_s},
         },
     }
 
@@ -65,6 +68,10 @@ class WorkerServices:
     @cached_property
     def db(self) -> Database:
         return Database.from_settings(self.settings, pool_size=4, name="toolrelay-worker")
+
+    @cached_property
+    def runs(self) -> RunAdvancer:
+        return RunAdvancer(self.db, self.app, self.settings, self.executor.runner)
 
     @cached_property
     def executor(self) -> Executor:
@@ -109,6 +116,12 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
     @app.task(name=EXECUTE_TASK, ignore_result=True)
     def execute(receipt_id: str, lease_s: float | None = None) -> None:
         services.executor.execute(receipt_id, lease_s)
+
+    # One model call per task (workers/runs.py): the hard limit is that call's, plus the time to store it.
+    @app.task(name=RUN_TASK, ignore_result=True, queue=RUNS_QUEUE,
+              time_limit=settings.model_timeout_s + settings.lease_grace_s / 2)
+    def run(run_id: str) -> None:
+        services.runs.advance(run_id)
 
     @app.task(name=SWEEP_TASK, ignore_result=True)
     def sweep() -> None:

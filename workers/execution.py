@@ -24,7 +24,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from agents.batches import completion
 from receipts import states
 from receipts.db import Database
-from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute
+from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute, publish_run
 from receipts.records import Receipt
 from receipts.store import calls
 from receipts.store.calls import Lease, Result, error
@@ -161,13 +161,17 @@ class Executor:
         return recorded
 
     def _complete_batch(self, recorded: Receipt | None) -> None:
-        """If this call was the last of its batch to end, complete the batch (the sweeper does, if this fails)."""
+        """If this call was the last of its batch to end, complete the batch and resume the run waiting for
+        it (the sweeper does both, should this fail)."""
         op = completion(recorded)
-        if op is not None:
-            try:
-                self.db.run(op)
-            except Exception:  # noqa: BLE001 - the call's end is committed; the sweeper completes the batch
-                log.exception("could not complete the batch of receipt %s; the sweeper will", recorded and recorded.id)
+        if op is None:
+            return
+        try:
+            run = self.db.run(op)
+            if run is not None:
+                publish_run(self.sender, run.id)
+        except Exception:  # noqa: BLE001 - the call's end is committed; the sweeper completes the batch
+            log.exception("could not complete the batch of receipt %s; the sweeper will", recorded and recorded.id)
 
     def _log_fenced(self, receipt: Receipt, recorded: Receipt | None) -> None:
         if recorded is None:

@@ -46,12 +46,16 @@ def tool(
     max_attempts: int = 3,
     queue: str = DEFAULT_QUEUE,
     parameters: dict[str, Any] | None = None,
+    requires_approval: bool = False,
+    approval_timeout_s: float | None = None,
 ) -> Any:
     """Make a function a toolrelay tool.
 
     The name defaults to the function's, the description to its docstring, the JSON Schema of its
     arguments to one built from the type hints. ``effect="write"`` tools are not idempotent unless
-    said so, and so are never run twice automatically.
+    said so, and so are never run twice automatically. ``requires_approval=True``: each call waits for
+    a person's approval (``POST /v1/receipts/{id}/approve``) before it runs, for at most
+    ``approval_timeout_s`` (default ``TOOLRELAY_APPROVAL_TIMEOUT_S``, 24 h).
 
     Example::
 
@@ -74,6 +78,8 @@ def tool(
             timeout_s=float(timeout_s),
             max_attempts=max_attempts,
             queue=queue,
+            requires_approval=requires_approval,
+            approval_timeout_s=approval_timeout_s,
         )
         setattr(func, MARK, PythonTool(spec=spec, fn=func, arguments=arguments))
         return func

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from agents.batches import render
+from agents.batches import complete
 from receipts.db import Database
-from receipts.messages import TaskSender, publish_execute
+from receipts.messages import TaskSender, publish_execute, publish_run
 from receipts.settings import Settings
-from receipts.store import batches
+from receipts.store import batches, runs
 from receipts.store.sweeps import SweepReport, sweep
+from workers.runs import cancel_open_calls
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,12 @@ def sweep_once(db: Database, sender: TaskSender, settings: Settings, *, after_re
     # Batches whose last call ended without the batch completing (its completer died, or the sweep
     # itself just ended the call).
     for batch_id in db.run(batches.orphaned()):
-        db.run(batches.complete(batch_id, render))
+        db.run(complete(batch_id))  # a run it resumes is published below, with the runs to re-send
+    swept = db.run(runs.sweep(republish_after_s=settings.republish_after_s, after_restart=after_restart))
+    for run in swept.expired:  # past their deadline: their tool calls still open are canceled
+        cancel_open_calls(db, run)
+    for run in swept.republish:
+        publish_run(sender, run.id)
     if report.total:
         log.info("sweep: republished %d, reclaimed %d, lost %d (outcome unknown or out of attempts), expired %d",
                  len(report.republished), report.reclaimed, report.lost, report.expired)

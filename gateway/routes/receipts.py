@@ -8,15 +8,24 @@ from fastapi import APIRouter, Header, Query
 from starlette.responses import JSONResponse
 
 from agents.batches import completion
-from gateway.calls import accept
+from gateway.calls import accept, publish
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
-from gateway.schemas import PROBLEMS, EventList, ReceiptBody, ReceiptList, ResultRequest, ToolCallRequest
+from gateway.schemas import (
+    PROBLEMS,
+    DecisionRequest,
+    EventList,
+    ReceiptBody,
+    ReceiptList,
+    ResultRequest,
+    ToolCallRequest,
+)
 from gateway.services import Services
 from gateway.waiters import wait_until
 from receipts import states
+from receipts.messages import publish_run
 from receipts.records import Receipt, Tenant
-from receipts.store import calls
+from receipts.store import approvals, batches, calls, runs
 from receipts.store.calls import Result
 
 router = APIRouter(prefix="/v1", tags=["receipts"])
@@ -109,8 +118,38 @@ async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDe
     return JSONResponse(receipt.to_api())
 
 
+@router.post("/receipts/{receipt_id}/approve", response_model=ReceiptBody, responses=PROBLEMS)
+async def approve(receipt_id: str, body: DecisionRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+    """Approve a call of a tool that requires approval: it runs now (409 once decided, or timed out)."""
+    receipt = await services.db.arun(approvals.approve(tenant.id, receipt_id, by=body.by, comment=body.comment))
+    publish(services, receipt)
+    await after_decision(services, receipt)
+    return JSONResponse(receipt.to_api())
+
+
+@router.post("/receipts/{receipt_id}/reject", response_model=ReceiptBody, responses=PROBLEMS)
+async def reject(receipt_id: str, body: DecisionRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+    """Reject a call of a tool that requires approval: it ends failed with ``rejected`` and never runs."""
+    receipt = await services.db.arun(approvals.reject(tenant.id, receipt_id, by=body.by, reason=body.reason))
+    await complete_batch(services, receipt)
+    await after_decision(services, receipt)
+    return JSONResponse(receipt.to_api())
+
+
+async def after_decision(services: Services, receipt: Receipt) -> None:
+    """A run whose tool step waited for this decision waits no more, unless another call of it still does."""
+    run_id = receipt.metadata.get("run_id")
+    if isinstance(run_id, str) and receipt.batch_id is not None:
+        _, receipts = await services.db.arun(batches.get(receipt.tenant_id, receipt.batch_id))
+        still = any((r.approval or {}).get("state") == "requested" for r in receipts if not r.terminal)
+        await services.db.arun(runs.set_waiting(run_id, receipt.batch_id, waiting=still))
+
+
 async def complete_batch(services: Services, receipt: Receipt) -> None:
-    """Complete the receipt's batch if this ended its last call (the sweeper does, should this fail)."""
+    """Complete the receipt's batch if this ended its last call, and resume a run waiting for it (the
+    sweeper does both, should this fail)."""
     op = completion(receipt)
     if op is not None:
-        await services.db.arun(op)
+        run = await services.db.arun(op)
+        if run is not None:
+            publish_run(services.sender, run.id)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
+from agents.tools import anthropic_tool, openai_tool
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
 from gateway.schemas import PROBLEMS
@@ -21,15 +22,6 @@ from receipts.errors import NotFound
 from receipts.records import Tenant, ToolSpec
 
 router = APIRouter(prefix="/v1", tags=["tools"])
-
-
-def openai_tool(spec: ToolSpec) -> dict[str, Any]:
-    return {"type": "function",
-            "function": {"name": spec.name, "description": spec.description, "parameters": spec.parameters}}
-
-
-def anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
-    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
 
 
 @router.get("/tools", responses=PROBLEMS)

@@ -19,7 +19,7 @@ from receipts.records import ToolSpec
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 GLOBAL = "*"
 FIELDS = ("tenant_id", "name", "kind", "description", "parameters", "effect", "idempotent", "timeout_s",
-          "max_attempts", "queue", "definition")
+          "max_attempts", "queue", "definition", "requires_approval", "approval_timeout_s")
 _SELECT = f"SELECT {', '.join(FIELDS)} FROM tools"
 _VALUES = ", ".join(f"%({name})s" for name in FIELDS)
 UPSERT = (f"INSERT INTO tools ({', '.join(FIELDS)}, updated_at) VALUES ({_VALUES}, now()) "

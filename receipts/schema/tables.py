@@ -69,6 +69,9 @@ tools = Table(
     Column("queue", String(100), nullable=False),
     Column("definition", Json, nullable=False, default=dict),
     Column("updated_at", Timestamp, nullable=False),
+    # A person approves each call before it runs (migration 0005); unanswered for approval_timeout_s, it expires.
+    Column("requires_approval", Boolean, nullable=False, server_default=text("false")),
+    Column("approval_timeout_s", Float, nullable=True),
 )
 
 receipts = Table(
@@ -107,6 +110,10 @@ receipts = Table(
     Column("published_at", Timestamp, nullable=True),
     Column("lease_expires_at", Timestamp, nullable=True),
     Column("batch_id", String(40), nullable=True),  # migration 0004
+    # Approval (migration 0005): {state, requested_at, expires_at, decided_at, by, comment | reason}; a
+    # call waiting for one keeps its deadline's length in deadline_s, counted again from the approval.
+    Column("approval", Json, nullable=True),
+    Column("deadline_s", Float, nullable=True),
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
     Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
     Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),
@@ -222,4 +229,71 @@ integration_setups = Table(
     Column("provider", String(64), primary_key=True),
     Column("config", Text, nullable=False),  # encrypted JSON
     Column("updated_at", Timestamp, nullable=False),
+)
+
+# Models a tenant's runs call: any OpenAI-compatible Chat Completions endpoint (migration 0005). The
+# API key is encrypted with TOOLRELAY_SECRET_KEY and never shown.
+models = Table(
+    "models",
+    metadata,
+    Column("tenant_id", String(40), primary_key=True),
+    Column("name", String(64), primary_key=True),
+    Column("base_url", Text, nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("api_key", Text, nullable=True),  # encrypted
+    Column("params", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+)
+
+# Agent runs: the loop (model, tools, model...) as a durable service, leased and swept like a receipt
+# (migration 0005). Each step is a row of run_steps, written before the next begins.
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant_id", String(40), nullable=False),
+    Column("trace_id", String(200), nullable=False),
+    Column("model", String(64), nullable=False),
+    Column("status", String(24), nullable=False),
+    Column("instructions", Text, nullable=True),
+    Column("input", Json, nullable=False),  # the chat messages the run starts from
+    Column("tools", ARRAY(Text), nullable=False),
+    Column("max_iterations", Integer, nullable=False),
+    Column("max_result_chars", Integer, nullable=False),
+    Column("metadata", Json, nullable=False),
+    Column("webhook_url", Text, nullable=True),
+    Column("idempotency_key", String(255), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("output", Text, nullable=True),
+    Column("error", Json, nullable=True),
+    Column("iterations", Integer, nullable=False),
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+    Column("attempt", Integer, nullable=False),  # the fencing token of whoever advances the run
+    Column("waiting_batch_id", String(40), nullable=True),  # the tool step it waits for
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("finished_at", Timestamp, nullable=True),
+    Column("deadline_at", Timestamp, nullable=False),
+    Column("available_at", Timestamp, nullable=False),
+    Column("published_at", Timestamp, nullable=True),
+    Column("lease_expires_at", Timestamp, nullable=True),
+    UniqueConstraint("tenant_id", "idempotency_key", name="uq_runs_tenant_idempotency_key"),
+    Index("ix_runs_tenant_id", "tenant_id", "id"),
+    Index("ix_runs_tenant_trace", "tenant_id", "trace_id"),
+    Index("ix_runs_open_deadline", "deadline_at",
+          postgresql_where=text("status IN ('pending', 'running', 'waiting')")),
+    Index("ix_runs_pending_available", "available_at", postgresql_where=text("status = 'pending'")),
+    Index("ix_runs_leased", "lease_expires_at", postgresql_where=text("lease_expires_at IS NOT NULL")),
+)
+
+run_steps = Table(
+    "run_steps",
+    metadata,
+    Column("run_id", String(40), primary_key=True),
+    Column("index", Integer, primary_key=True),
+    Column("kind", String(8), nullable=False),  # model | tools
+    Column("data", Json, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
 )

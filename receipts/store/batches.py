@@ -22,10 +22,11 @@ from psycopg.types.json import Jsonb
 from receipts import states
 from receipts.db import Query, Steps, operation, transaction
 from receipts.errors import IdempotencyMismatch, NotFound
-from receipts.records import BATCH_COLUMNS, Batch, Receipt, iso
+from receipts.records import BATCH_COLUMNS, Batch, Receipt
 from receipts.store import calls
 from receipts.store.calls import Accepted, Entry
-from receipts.store.statements import COLUMNS, MESSAGE_COLUMNS, NEW_MESSAGE_ID, subscribers
+from receipts.store.statements import COLUMNS
+from receipts.webhooks.announce import announce
 
 Render = Callable[[Batch, list[Receipt]], list[dict[str, Any]]]
 
@@ -43,15 +44,6 @@ RECEIPTS = f"SELECT {COLUMNS} FROM receipts WHERE id = ANY(%(ids)s)"
 COMPLETE = f"""
 UPDATE batches SET status = 'completed', messages = %(messages)s, completed_at = now(), updated_at = now()
 WHERE id = %(id)s RETURNING {_BATCH}"""
-ANNOUNCE = f"""
-WITH m AS (
-    INSERT INTO webhook_messages ({MESSAGE_COLUMNS})
-    SELECT {NEW_MESSAGE_ID}, %(tenant_id)s, t.endpoint_id, t.url, '{states.BATCH_COMPLETED}', %(id)s,
-           %(payload)s, 'pending', 0, now(), now(), now()
-    FROM {subscribers("%(tenant_id)s", f"'{states.BATCH_COMPLETED}'", "%(webhook_url)s::text")} AS t
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM m), pg_notify('toolrelay_receipts', %(id)s || ':completed')"""
 # Running batches none of whose receipts is still open: their completer died before it looked.
 ORPHANED = f"""
 SELECT b.id FROM batches b
@@ -128,9 +120,8 @@ def _complete(batch: Batch, receipts: list[Receipt], render: Render) -> Steps[Ba
     if len(receipts) != len(batch.receipt_ids) or not all(receipt.terminal for receipt in receipts):
         return None
     completed = _batch((yield Query(COMPLETE, {"id": batch.id, "messages": Jsonb(render(batch, receipts))})))
-    payload = {"type": states.BATCH_COMPLETED, "timestamp": iso(completed.completed_at), "data": completed.to_api()}
-    yield Query(ANNOUNCE, {"id": batch.id, "tenant_id": batch.tenant_id, "webhook_url": batch.webhook_url,
-                           "payload": Jsonb(payload)})
+    yield from announce(tenant_id=batch.tenant_id, event=states.BATCH_COMPLETED, subject=batch.id,
+                        data=completed.to_api(), at=completed.completed_at, webhook_url=batch.webhook_url)
     return completed
 
 

@@ -53,6 +53,7 @@ class NewCall:
     metadata: dict[str, Any] = field(default_factory=dict)
     webhook_url: str | None = None
     batch_id: str | None = None
+    approval_timeout_s: float | None = None  # set: the call waits this long for a person's approval
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,7 @@ def insert_params(entries: list[Entry]) -> dict[str, Any]:
             "request_hash": call.request_hash, "metadata": Jsonb(call.metadata), "webhook_url": call.webhook_url,
             "effect": spec.effect, "idempotent": spec.idempotent, "timeout_s": spec.timeout_s, "queue": spec.queue,
             "deadline_s": call.deadline_s, "batch_id": call.batch_id,
+            "approval_timeout_s": call.approval_timeout_s if entry.status == states.WAITING else None,
         }
         for name, values in columns.items():
             values.append(row[name])
@@ -268,6 +270,18 @@ def cancel(tenant_id: str, receipt_id: str, *, actor: str = "api") -> Steps[Rece
         return receipt
     current = yield from get(tenant_id, receipt_id).steps
     raise InvalidTransition(f"receipt is already {current.status}", status=current.status)
+
+
+@operation
+def cancel_batch(tenant_id: str, batch_id: str, *, reason: str, actor: str) -> Steps[list[Receipt]]:
+    """Cancel every open call of a batch (the run it belongs to ended); the calls it canceled."""
+    params = {"batch_id": batch_id, "tenant_id": tenant_id, "error": Jsonb(error("canceled", reason)),
+              "actor": actor, "detail": Jsonb({})}
+    rows = yield Query(sql.CANCEL_BATCH_SQL, params, fetch="all")
+    canceled = [Receipt.from_values(row) for row in rows]
+    for receipt, row in zip(canceled, rows, strict=True):
+        yield Announce(receipt, row[-1])
+    return canceled
 
 
 # -- reading ------------------------------------------------------------------------------------

@@ -44,9 +44,11 @@ ev AS (
     SELECT r.id, now(), r.before_status, r.status, r.attempt, %(actor)s, {detail} FROM r
 )"""
 
-# The webhook event a receipt's new status announces (states.EVENT_TYPES; NULL for pending).
-EVENT_TYPE = "CASE r.status " + " ".join(f"WHEN '{status}' THEN '{event}'" for status, event in
-                                         sorted(states.EVENT_TYPES.items())) + " END"
+# The webhook event a receipt's new status announces (states.EVENT_TYPES; NULL for pending): a call
+# waiting for a person's decision announces that it asks for one.
+EVENT_TYPE = (f"CASE WHEN r.status = 'waiting' AND r.approval IS NOT NULL THEN '{states.APPROVAL_REQUESTED}' "
+              "ELSE CASE r.status " + " ".join(f"WHEN '{status}' THEN '{event}'" for status, event in
+                                               sorted(states.EVENT_TYPES.items())) + " END END")
 
 
 def subscribers(tenant: str, event: str, url: str) -> str:
@@ -105,15 +107,21 @@ NEW_CALL_ARRAYS = (
     ("tool", "text"), ("kind", "text"), ("status", "text"), ("input", "jsonb"), ("error", "jsonb"),
     ("max_attempts", "int"), ("idempotency_key", "text"), ("request_hash", "text"), ("metadata", "jsonb"),
     ("webhook_url", "text"), ("effect", "text"), ("idempotent", "bool"), ("timeout_s", "float8"),
-    ("queue", "text"), ("deadline_s", "float8"), ("batch_id", "text"),
+    ("queue", "text"), ("deadline_s", "float8"), ("batch_id", "text"), ("approval_timeout_s", "float8"),
 )
+# A call that needs a person's approval waits for it until its approval times out (its deadline_at
+# meanwhile); once approved, its own deadline runs from then (deadline_s).
+_APPROVAL = f"""CASE WHEN u.approval_timeout_s IS NOT NULL THEN jsonb_build_object(
+           'state', 'requested', 'requested_at', {NOW_ISO},
+           'expires_at', to_char((now() + make_interval(secs => u.approval_timeout_s)) AT TIME ZONE 'UTC',
+                                 '{PG_ISO_FORMAT}')) END"""
 INSERT = f"""
 INSERT INTO receipts ({COLUMNS})
 SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, u.status, u.input, NULL, u.error, 0,
        u.max_attempts, u.idempotency_key, u.request_hash, u.metadata, u.webhook_url, u.effect, u.idempotent,
        u.timeout_s, u.queue, now(), now(), NULL, CASE WHEN u.status IN {_in(states.TERMINAL)} THEN now() END,
-       now() + make_interval(secs => u.deadline_s), now(), CASE WHEN u.status = 'pending' THEN now() END, NULL,
-       u.batch_id
+       now() + make_interval(secs => coalesce(u.approval_timeout_s, u.deadline_s)), now(),
+       CASE WHEN u.status = 'pending' THEN now() END, NULL, u.batch_id, {_APPROVAL}, u.deadline_s
 FROM unnest({", ".join(f"%({name})s::{kind}[]" for name, kind in NEW_CALL_ARRAYS)})
      AS u({", ".join(name for name, _ in NEW_CALL_ARRAYS)})
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -160,6 +168,18 @@ UPDATE receipts SET status = 'canceled', updated_at = now(), error = %(error)s, 
 FROM old WHERE receipts.id = old.id AND old.status IN {_in(states.sources_of(states.CANCELED))}
 RETURNING {", ".join(f"receipts.{c}" for c in RECEIPT_COLUMNS)}, old.status AS before_status"""
 
+# Every open call of a batch (a run that was canceled or ran out of time takes its calls with it).
+CANCEL_BATCH = f"""
+WITH old AS (
+    SELECT id, status FROM receipts
+    WHERE batch_id = %(batch_id)s AND tenant_id = %(tenant_id)s AND status IN {_in(states.sources_of(states.CANCELED))}
+    FOR UPDATE
+)
+UPDATE receipts SET status = 'canceled', updated_at = now(), error = %(error)s, finished_at = now(),
+       lease_expires_at = NULL
+FROM old WHERE receipts.id = old.id AND old.status IN {_in(states.sources_of(states.CANCELED))}
+RETURNING {", ".join(f"receipts.{c}" for c in RECEIPT_COLUMNS)}, old.status AS before_status"""
+
 # A client-run (function) tool's result: only while it waits and before its deadline.
 COMPLETE_WAITING = f"""
 UPDATE receipts SET status = %(target)s, updated_at = now(), output = %(output)s, error = %(error)s,
@@ -173,6 +193,7 @@ CLAIM_SQL = transition(CLAIM, announce=True)
 FINISH_SQL = transition(FINISH, announce=True)
 RETRY_SQL = transition(RETRY, announce=False)
 CANCEL_SQL = transition(CANCEL, announce=True)
+CANCEL_BATCH_SQL = transition(CANCEL_BATCH, announce=True)
 COMPLETE_WAITING_SQL = transition(COMPLETE_WAITING, announce=True)
 
 # -- reads ----------------------------------------------------------------------------------------

@@ -40,10 +40,14 @@ WITH old AS (
 UPDATE receipts SET status = 'failed', updated_at = now(), finished_at = now(), lease_expires_at = NULL,
     error = CASE WHEN old.status = 'pending' AND receipts.error IS NOT NULL
                  THEN receipts.error || '{{"retryable": false}}'::jsonb
-                 ELSE {_error_sql("expired", '''CASE WHEN old.status = 'waiting'
+                 ELSE {_error_sql("expired", '''CASE WHEN old.status = 'waiting' AND receipts.approval IS NOT NULL
+                                                     THEN 'the approval timed out: nobody approved or rejected the call'
+                                                     WHEN old.status = 'waiting'
                                                      THEN 'the call''s deadline passed: no result was posted'
                                                      ELSE 'the call''s deadline passed: it never ran to completion'
-                                                END''', "false")} END
+                                                END''', "false")} END,
+    approval = CASE WHEN old.status = 'waiting' AND receipts.approval IS NOT NULL
+                    THEN receipts.approval || '{{"state": "expired"}}'::jsonb ELSE receipts.approval END
 FROM old WHERE receipts.id = old.id
 {_RETURNING}""", announce=True, detail=_ERROR_DETAIL)
 

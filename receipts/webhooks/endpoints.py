@@ -289,8 +289,10 @@ def retry(tenant_id: str, message_id: str) -> Steps[Delivery]:
     if row is None:
         raise NotFound(f"no delivery {message_id}")
     yield from _require_enabled(tenant_id, row[0])
-    yield Query("UPDATE webhook_messages SET status = %(pending)s, next_attempt_at = now(), updated_at = now(), "
-                "attempts = CASE WHEN status = %(pending)s THEN attempts ELSE 0 END WHERE id = %(id)s",
+    # ::text on both uses of the parameter: PostgreSQL would deduce varchar from the SET and text from the
+    # comparison, and refuse the statement.
+    yield Query("UPDATE webhook_messages SET status = %(pending)s::text, next_attempt_at = now(), updated_at = now(), "
+                "attempts = CASE WHEN status = %(pending)s::text THEN attempts ELSE 0 END WHERE id = %(id)s",
                 {"id": message_id, "pending": PENDING}, fetch="none")
     return (yield from delivery(tenant_id, message_id).steps)
 

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -110,8 +110,10 @@ class Stack:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._workers = 0
 
-    def run(self, name: str, *args: str) -> Process:
-        process = Process(name, [sys.executable, "-m", "toolrelay", *args], self.env, self.tmp)
+    def run(self, name: str, *args: str, prefix: Sequence[str] = ()) -> Process:
+        """Start ``toolrelay *args`` as ``name``; ``prefix`` goes before the interpreter in the command line
+        (e.g. a ``faketime`` that sets the process's clock)."""
+        process = Process(name, [*prefix, sys.executable, "-m", "toolrelay", *args], self.env, self.tmp)
         self.processes.append(process)
         return process
 
@@ -120,11 +122,11 @@ class Stack:
         wait_serving(process, self.base_url)
         return process
 
-    def start_worker(self, *args: str, wait: bool = True) -> Process:
+    def start_worker(self, *args: str, wait: bool = True, prefix: Sequence[str] = ()) -> Process:
         self._workers += 1
         name = f"worker{self._workers}"
         process = self.run(name, "worker", "-c", "2", "-n", f"{name}@%h", "--without-heartbeat",
-                           "--without-gossip", "--without-mingle", *args)
+                           "--without-gossip", "--without-mingle", *args, prefix=prefix)
         if wait:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
@@ -136,8 +138,8 @@ class Stack:
             raise RuntimeError(f"worker did not start:\n{process.log()}")
         return process
 
-    def start_beat(self) -> Process:
-        return self.run("beat", "beat", "--schedule", str(self.tmp / "beat-schedule"))
+    def start_beat(self, prefix: Sequence[str] = ()) -> Process:
+        return self.run("beat", "beat", "--schedule", str(self.tmp / "beat-schedule"), prefix=prefix)
 
     def client(self, key: str | None = None) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {key or self.api_key}"},

@@ -119,3 +119,17 @@ def short_write(tag: str, seconds: float) -> dict[str, str]:
     time.sleep(seconds)
     _record(tag, "done")
     return {"tag": tag}
+
+
+@tool(effect="write", idempotent=False, timeout_s=10, requires_approval=True)
+def guarded_write(tag: str) -> dict[str, str]:
+    """A write a person approves first: records that it ran."""
+    _record(tag, "ran")
+    return {"written": tag}
+
+
+@tool(effect="write", idempotent=False, timeout_s=10, requires_approval=True, approval_timeout_s=2)
+def hasty_guarded_write(tag: str) -> dict[str, str]:
+    """A write whose approval times out after two seconds."""
+    _record(tag, "ran")
+    return {"written": tag}

@@ -54,7 +54,7 @@ DEPLOY = ROOT / "deploy"
 SECRET = "a-long-random-test-secret"
 # Read by the CLI itself rather than by Settings.
 NOT_SETTINGS = {"TOOLRELAY_LOG_LEVEL"}
-# What a gateway's port must serve; /mcp joins once the gateway serves MCP clients.
+# What a gateway's port must serve without a key (and /mcp, which asks MCP clients for theirs).
 GATEWAY_PATHS = ("/console/", "/console/js/app.js", "/docs", "/healthz", "/readyz", "/metrics")
 KUBERNETES_VERSIONS = sorted({v for v in all_versions() if tuple(map(int, v.split(".")[:2])) >= (1, 30)},
                              key=lambda v: tuple(map(int, v.split("."))))
@@ -90,21 +90,26 @@ def settings_from(environment: dict[str, str]) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, int]]:
-    """The status of each of GATEWAY_PATHS on a running gateway (lifespan and database included)."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """What a running gateway (lifespan and database included) answers on each of GATEWAY_PATHS and /mcp."""
     url = services.create_database()
     db = Database(url, pool_size=2, name="toolrelay-test")
     try:
         with TestClient(create_app(Settings(database_url=url), db=db, sender=RecordingSender())) as client:
-            yield {path: client.get(path).status_code for path in (*GATEWAY_PATHS, "/no-such-page")}
+            answers: dict[str, Any] = {path: client.get(path).status_code for path in (*GATEWAY_PATHS, "/no-such-page")}
+            mcp = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            answers["/mcp"] = (mcp.status_code, mcp.headers.get("www-authenticate", ""))
+            yield answers
     finally:
         db.dispose()
         services.drop_database(url)
 
 
-def test_the_gateway_serves_every_path_the_deployments_route_to_it(served: dict[str, int]) -> None:
+def test_the_gateway_serves_every_path_the_deployments_route_to_it(served: dict[str, Any]) -> None:
     assert {path: status for path, status in served.items() if path in GATEWAY_PATHS} == dict.fromkeys(
         GATEWAY_PATHS, 200)
+    status, challenge = served["/mcp"]
+    assert status == 401 and challenge.startswith("Bearer")  # the MCP endpoint, asking for an API key
     assert served["/no-such-page"] == 404
 
 

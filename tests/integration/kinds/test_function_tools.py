@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, select
-
-from receipts.db import utcnow
-from receipts.schema.tables import webhook_endpoints, webhook_messages
-from receipts.tenants import Tenants
+from receipts import tenants
 from tests.integration.kinds.conftest import define, submit
+from tests.support import sql
 from tests.support.stack import Stack
 from tests.support.upstreams import Upstream
 
@@ -18,19 +15,17 @@ PARAMS = {"type": "object", "properties": {"amount": {"type": "integer"}}, "requ
 
 def subscribe(stack: Stack, tenant_key: str, url: str) -> None:
     """A webhook endpoint of the tenant for receipt.waiting (delivery itself is the webhooks tests' business)."""
-    owner = Tenants(stack.db).for_key(tenant_key)
+    owner = stack.db.run(tenants.for_key(tenant_key))
     assert owner is not None
-    now = utcnow()
-    with stack.db.transaction() as conn:
-        conn.execute(insert(webhook_endpoints).values(id=f"ep_kinds_{owner.id[-8:]}", tenant_id=owner.id, url=url,
-                                                      description="kinds tests", event_types=",receipt.waiting,",
-                                                      enabled=True, secrets=[], created_at=now, updated_at=now))
+    sql.execute(stack.db, "INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, enabled, "
+                          "secrets, created_at, updated_at) VALUES (%(id)s, %(tenant_id)s, %(url)s, 'kinds tests', "
+                          "',receipt.waiting,', true, '[]', now(), now())",
+                id=f"ep_kinds_{owner.id[-8:]}", tenant_id=owner.id, url=url)
 
 
-def outbox(stack: Stack, receipt_id: str) -> list[Any]:
-    with stack.db.engine.connect() as conn:
-        return list(conn.execute(select(webhook_messages.c.event_type, webhook_messages.c.payload).where(
-            webhook_messages.c.receipt_id == receipt_id)))
+def outbox(stack: Stack, receipt_id: str) -> list[tuple[Any, ...]]:
+    return sql.rows(stack.db, "SELECT event_type, payload FROM webhook_messages WHERE receipt_id = %(id)s",
+                    id=receipt_id)
 
 
 def test_a_function_call_waits_then_takes_the_clients_result_once(stack: Stack, upstream: Upstream) -> None:

@@ -7,9 +7,9 @@ from typing import Any
 import httpx
 import pytest
 
+from receipts import tenants
 from receipts.catalogue.setups import IntegrationSetups
 from receipts.secretbox import SecretBox
-from receipts.tenants import Tenants
 from tests.integration.kinds.conftest import define, run
 from tests.support.smtp import Mailbox, smtp_server
 from tests.support.stack import Stack, free_port
@@ -86,10 +86,10 @@ def test_missing_or_invalid_stored_setup_fails_naming_the_field(stack: Stack) ->
         missing = run(stack, client, "send_nosetup", MAIL, key=stack.other_key)
         assert missing["status"] == "failed" and missing["error"]["code"] == "invalid_arguments", missing
         assert missing["error"]["details"]["field"] == "host" and "'host'" in missing["error"]["message"]
-        tenant = Tenants(stack.db).for_key(stack.other_key)
+        tenant = stack.db.run(tenants.for_key(stack.other_key))
         assert tenant is not None
-        IntegrationSetups(stack.db, SecretBox(stack.env["TOOLRELAY_SECRET_KEY"])).put(
-            tenant.id, "email", {"host": "127.0.0.1", "port": "not-a-port", "from_address": "x@example.com"})
+        stack.db.run(IntegrationSetups(SecretBox(stack.env["TOOLRELAY_SECRET_KEY"])).put(
+            tenant.id, "email", {"host": "127.0.0.1", "port": "not-a-port", "from_address": "x@example.com"}))
         invalid = run(stack, client, "send_nosetup", MAIL, key=stack.other_key)
         assert invalid["error"]["code"] == "invalid_arguments" and invalid["error"]["details"]["field"] == "port"
         assert "stored setup" in invalid["error"]["message"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from receipts.tenants import Tenants
+from receipts import tenants
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack
 
@@ -18,7 +18,7 @@ class Hooks:
 
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
-        self.key = Tenants(stack.db).create_key(f"hooks-{uuid.uuid4().hex[:10]}")
+        self.key = stack.db.run(tenants.create_key(f"hooks-{uuid.uuid4().hex[:10]}"))
 
     def client(self) -> httpx.Client:
         return self.stack.client(self.key)

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from tests.integration.webhooks.helpers import Hooks
 from tests.support.receiver import Receiver, Reply
 from tests.support.stack import Process, Stack, free_port, running_stack, wait_serving
 
-SETTINGS = {"outbound_allow_cidrs": "127.0.0.0/8", "webhook_retry_schedule": "0,1,1,1,1,1",
+SETTINGS: dict[str, Any] = {"outbound_allow_cidrs": "127.0.0.0/8", "webhook_retry_schedule": "0,1,1,1,1,1",
             "webhook_timeout_s": 2, "webhook_poll_s": 0.5}
 
 

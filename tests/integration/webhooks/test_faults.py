@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select
-
-from receipts.schema.tables import webhook_messages
 from tests.integration.webhooks.helpers import Hooks
+from tests.support import sql
 from tests.support.receiver import Receiver, Reply
 from tests.support.stack import running_stack
 
-SETTINGS = {"outbound_allow_cidrs": "127.0.0.0/8", "webhook_retry_schedule": "0,1,1,1,1,1,1,1",
+SETTINGS: dict[str, Any] = {"outbound_allow_cidrs": "127.0.0.0/8", "webhook_retry_schedule": "0,1,1,1,1,1,1,1",
             "webhook_timeout_s": 2, "webhook_poll_s": 0.5}
 
 
 def pending_messages(hooks: Hooks) -> list[str]:
-    with hooks.stack.db.engine.connect() as conn:
-        return list(conn.execute(select(webhook_messages.c.id).where(webhook_messages.c.status == "pending")).scalars())
+    return [row[0] for row in sql.rows(hooks.stack.db, "SELECT id FROM webhook_messages WHERE status = 'pending'")]
 
 
 def test_worker_killed_between_the_receipt_update_and_the_delivery(tmp_path: Path) -> None:

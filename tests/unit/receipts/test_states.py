@@ -22,6 +22,7 @@ EXPECTED = {
     ("running", "failed"),
     ("running", "partially_succeeded"),
     ("running", "canceled"),
+    ("waiting", "pending"),  # a person approved the call
     ("waiting", "success"),
     ("waiting", "failed"),
     ("waiting", "canceled"),
@@ -53,7 +54,7 @@ def test_every_status_is_in_the_table_and_terminal_ones_are_the_designed_four() 
 def test_sources_of_lists_every_state_that_may_reach_a_target() -> None:
     assert states.sources_of("canceled") == {"pending", "running", "waiting"}
     assert states.sources_of("running") == {"pending"}
-    assert states.sources_of("pending") == {"running"}
+    assert states.sources_of("pending") == {"running", "waiting"}
 
 
 def test_every_announced_status_has_a_webhook_type_and_pending_has_none() -> None:
@@ -61,15 +62,16 @@ def test_every_announced_status_has_a_webhook_type_and_pending_has_none() -> Non
     assert set(states.EVENT_TYPES) == set(states.STATUSES) - {"pending"}
     assert set(states.WEBHOOK_EVENT_TYPES) == {
         "receipt.running", "receipt.waiting", "receipt.succeeded", "receipt.failed", "receipt.canceled",
-        "batch.completed",
+        "receipt.approval_requested", "batch.completed", "run.succeeded", "run.failed", "run.canceled", "run.waiting",
     }
 
 
 def test_error_codes_are_the_closed_vocabulary() -> None:
     assert set(states.ERROR_CODES) == {
         "invalid_arguments", "tool_error", "timeout", "upstream_error", "outcome_unknown", "expired",
-        "canceled", "not_found", "forbidden", "internal",
+        "canceled", "not_found", "forbidden", "rejected", "internal",
     }
+    assert states.ERROR_CODES | {"max_iterations", "loop_detected"} == states.RUN_ERROR_CODES
 
 
 @pytest.mark.parametrize("final", ["success", "failed", "partially_succeeded", "canceled"])

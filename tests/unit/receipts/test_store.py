@@ -449,8 +449,8 @@ def test_receipt_to_api_has_the_documented_shape(db: Database) -> None:
     body = receipt.to_api()
     assert set(body) == {
         "id", "status", "trace_id", "tool", "kind", "call_id", "input", "parent_id", "output", "error", "attempt",
-        "max_attempts", "idempotency_key", "metadata", "created_at", "updated_at", "started_at", "finished_at",
-        "deadline_at",
+        "max_attempts", "idempotency_key", "metadata", "approval", "created_at", "updated_at", "started_at",
+        "finished_at", "deadline_at",
     }
     assert body["created_at"].endswith("Z")
     assert body["started_at"] is None

@@ -1,4 +1,4 @@
-"""The dispatcher against a real HTTP receiver on 127.0.0.1 and a real (SQLite) database.
+"""The dispatcher against a real HTTP receiver on 127.0.0.1 and a real (PostgreSQL) database.
 
 Every request the receiver gets is verified with the ``standardwebhooks`` library.
 """
@@ -9,6 +9,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
+from receipts.store import calls
+from receipts.webhooks import endpoints
 from receipts.webhooks.records import DELIVERED, FAILED, PENDING
 from tests.support.receiver import Receiver, Reply
 from tests.unit.webhooks.conftest import Bench
@@ -27,7 +29,7 @@ def test_each_subscribed_transition_is_delivered_signed_with_the_receipt_as_data
         assert request.headers["x-receipt-id"] == receipt_id
         assert request.headers["content-type"] == "application/json"
         assert request.webhook_id.startswith("msg_")
-    final = bench.store.get(bench.tenant_id, receipt_id).to_api()
+    final = bench.run(calls.get(bench.tenant_id, receipt_id)).to_api()
     assert succeeded.payload["data"] == final
     assert set(succeeded.payload) == {"type", "timestamp", "data"}
     assert running.payload["data"]["status"] == "running"
@@ -53,7 +55,7 @@ def test_500_then_200_retries_with_the_same_id_and_a_fresh_signature(bench: Benc
     assert first.headers["webhook-signature"] != second.headers["webhook-signature"]
     assert first.verified_by == second.verified_by == (0,)
     assert second.at - first.at >= 1.2 * 0.8 - 0.05  # the schedule's delay, less its jitter
-    delivery = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0]
+    delivery = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0]
     assert delivery.status == DELIVERED
     assert [(a.status_code, a.success, a.response) for a in delivery.attempts] == [(500, False, "boom"),
                                                                                    (200, True, "ok")]
@@ -65,10 +67,10 @@ def test_schedule_exhausted_fails_the_message(bench: Bench, receiver: Receiver) 
     receiver.default = Reply(503, "down for maintenance")
     bench.call()
     bench.deliver_until_settled()
-    delivery = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0]
+    delivery = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0]
     assert delivery.status == FAILED
     assert len(delivery.attempts) == 3 == len(receiver.requests)
-    assert bench.webhooks.get_endpoint(bench.tenant_id, endpoint.id).failing_since is not None
+    assert bench.run(endpoints.get_endpoint(bench.tenant_id, endpoint.id)).failing_since is not None
 
 
 def test_receiver_down_then_up_is_delivered(bench: Bench) -> None:
@@ -77,13 +79,13 @@ def test_receiver_down_then_up_is_delivered(bench: Bench) -> None:
     endpoint = bench.endpoint(receiver, event_types=["receipt.succeeded"])
     bench.call()
     bench.dispatcher().run()
-    delivery = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0]
+    delivery = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0]
     assert delivery.status == PENDING
     assert delivery.attempts[0].status_code is None and "connect" in (delivery.attempts[0].error or "").lower()
     with receiver:
         bench.deliver_until_settled()
         assert receiver.wait_for(1)[0].verified_by == (0,)
-    assert bench.webhooks.delivery(bench.tenant_id, delivery.id).status == DELIVERED
+    assert bench.run(endpoints.delivery(bench.tenant_id, delivery.id)).status == DELIVERED
 
 
 def test_a_receiver_hanging_past_the_timeout_is_a_failed_attempt(bench: Bench, receiver: Receiver) -> None:
@@ -94,7 +96,7 @@ def test_a_receiver_hanging_past_the_timeout_is_a_failed_attempt(bench: Bench, r
     started = time.monotonic()
     bench.dispatcher().run(max_s=0.1)
     assert time.monotonic() - started < 4  # bounded by the 1 s timeout, not the 10 s hang
-    attempt = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0].attempts[0]
+    attempt = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0].attempts[0]
     assert attempt.error == "timed out after 1 s" and attempt.status_code is None
     assert 900 <= (attempt.latency_ms or 0) < 4000
     bench.deliver_until_settled()
@@ -106,9 +108,9 @@ def test_410_fails_the_message_and_disables_the_endpoint(bench: Bench, receiver:
     receiver.respond(Reply(410, "gone"))
     bench.call()
     bench.deliver_until_settled()
-    after = bench.webhooks.get_endpoint(bench.tenant_id, endpoint.id)
+    after = bench.run(endpoints.get_endpoint(bench.tenant_id, endpoint.id))
     assert not after.enabled and "410" in (after.disabled_reason or "")
-    assert bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0].status == FAILED
+    assert bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0].status == FAILED
     bench.call()  # a disabled endpoint gets no new messages
     bench.deliver_until_settled()
     assert len(receiver.requests) == 1
@@ -143,7 +145,7 @@ def test_a_redirect_is_a_failure_and_is_not_followed(bench: Bench, receiver: Rec
         bench.call()
         bench.deliver_until_settled()
         assert elsewhere.requests == []
-    delivery = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0]
+    delivery = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0]
     assert delivery.status == FAILED
     assert delivery.attempts[0].status_code == 307 and "not followed" in (delivery.attempts[0].error or "")
 
@@ -160,13 +162,13 @@ def test_loopback_and_metadata_addresses_are_refused_at_delivery_without_an_allo
     bench.deliver_until_settled()
     assert receiver.requests == []
     for endpoint in (loopback, by_name, metadata):
-        attempt = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0].attempts[0]
+        attempt = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0].attempts[0]
         assert attempt.error is not None and "non-public address" in attempt.error, attempt.error
 
 
 def test_rotation_signs_with_both_secrets_during_the_grace_period(bench: Bench, receiver: Receiver) -> None:
     endpoint = bench.endpoint(receiver, event_types=["receipt.succeeded"])
-    _, new_secret, _ = bench.webhooks.rotate_endpoint_secret(bench.tenant_id, endpoint.id, grace_s=3600)
+    _, new_secret, _ = bench.run(bench.endpoints.rotate_endpoint_secret(bench.tenant_id, endpoint.id, grace_s=3600))
     receiver.secrets.append(new_secret)
     bench.call()
     bench.dispatcher().run()
@@ -177,7 +179,7 @@ def test_rotation_signs_with_both_secrets_during_the_grace_period(bench: Bench, 
 
 def test_after_the_grace_period_only_the_new_secret_signs(bench: Bench, receiver: Receiver) -> None:
     endpoint = bench.endpoint(receiver, event_types=["receipt.succeeded"])
-    _, new_secret, _ = bench.webhooks.rotate_endpoint_secret(bench.tenant_id, endpoint.id, grace_s=0)
+    _, new_secret, _ = bench.run(bench.endpoints.rotate_endpoint_secret(bench.tenant_id, endpoint.id, grace_s=0))
     receiver.secrets.append(new_secret)
     bench.call()
     bench.dispatcher().run()
@@ -186,14 +188,14 @@ def test_after_the_grace_period_only_the_new_secret_signs(bench: Bench, receiver
 
 
 def test_a_calls_own_webhook_url_is_signed_with_the_tenant_default_secret(bench: Bench, receiver: Receiver) -> None:
-    secret, _ = bench.webhooks.create_default_secret(bench.tenant_id)
+    secret, _ = bench.run(bench.endpoints.create_default_secret(bench.tenant_id))
     receiver.secrets.append(secret)
     receipt_id = bench.call(webhook_url=receiver.url)
     bench.dispatcher().run()
     requests = receiver.wait_for(2)
     assert {r.payload["type"] for r in requests} == {"receipt.running", "receipt.succeeded"}
     assert all(r.verified_by == (0,) and r.headers["x-receipt-id"] == receipt_id for r in requests)
-    listed = bench.webhooks.deliveries(bench.tenant_id, receipt_id=receipt_id).items
+    listed = bench.run(endpoints.deliveries(bench.tenant_id, receipt_id=receipt_id)).items
     assert {d.status for d in listed} == {DELIVERED} and all(d.url == receiver.url for d in listed)
 
 
@@ -204,7 +206,7 @@ def test_continuous_failure_past_the_limit_disables_the_endpoint_with_the_reason
     receiver.default = Reply(500, "still broken")
     bench.call()
     bench.deliver_until_settled()
-    after = bench.webhooks.get_endpoint(bench.tenant_id, endpoint.id)
+    after = bench.run(endpoints.get_endpoint(bench.tenant_id, endpoint.id))
     assert not after.enabled
     assert "every delivery failed from" in (after.disabled_reason or "") and "HTTP 500" in (after.disabled_reason or "")
     assert after.failing_since is not None
@@ -216,9 +218,9 @@ def test_a_success_ends_the_failure_streak(bench: Bench, receiver: Receiver) -> 
     receiver.respond(Reply(500))
     bench.call()
     bench.dispatcher().run(max_s=0.1)
-    assert bench.webhooks.get_endpoint(bench.tenant_id, endpoint.id).failing_since is not None
+    assert bench.run(endpoints.get_endpoint(bench.tenant_id, endpoint.id)).failing_since is not None
     bench.deliver_until_settled()
-    assert bench.webhooks.get_endpoint(bench.tenant_id, endpoint.id).failing_since is None
+    assert bench.run(endpoints.get_endpoint(bench.tenant_id, endpoint.id)).failing_since is None
 
 
 def test_manual_retry_and_recover_send_failed_messages_again_with_the_same_id(
@@ -230,16 +232,16 @@ def test_manual_retry_and_recover_send_failed_messages_again_with_the_same_id(
     bench.call()
     bench.call()
     bench.deliver_until_settled()
-    failed = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id, status=FAILED).items
+    failed = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id, status=FAILED)).items
     assert len(failed) == 2
     receiver.default = Reply(200)
-    retried = bench.webhooks.retry(bench.tenant_id, failed[0].id)
+    retried = bench.run(endpoints.retry(bench.tenant_id, failed[0].id))
     assert retried.status == PENDING
     bench.deliver_until_settled()
-    assert bench.webhooks.delivery(bench.tenant_id, failed[0].id).status == DELIVERED
-    assert bench.webhooks.recover(bench.tenant_id, endpoint.id, since=since) == 1
+    assert bench.run(endpoints.delivery(bench.tenant_id, failed[0].id)).status == DELIVERED
+    assert bench.run(endpoints.recover(bench.tenant_id, endpoint.id, since=since)) == 1
     bench.deliver_until_settled()
-    assert bench.webhooks.delivery(bench.tenant_id, failed[1].id).status == DELIVERED
+    assert bench.run(endpoints.delivery(bench.tenant_id, failed[1].id)).status == DELIVERED
     ids = [r.webhook_id for r in receiver.requests]
     assert ids.count(failed[0].id) == 2 and ids.count(failed[1].id) == 2
     assert all(r.verified_by == (0,) for r in receiver.requests)
@@ -248,10 +250,10 @@ def test_manual_retry_and_recover_send_failed_messages_again_with_the_same_id(
 def test_a_disabled_endpoints_pending_messages_fail_without_a_request(bench: Bench, receiver: Receiver) -> None:
     endpoint = bench.endpoint(receiver, event_types=["receipt.succeeded"])
     bench.call()
-    bench.webhooks.update_endpoint(bench.tenant_id, endpoint.id, enabled=False)
+    bench.run(endpoints.update_endpoint(bench.tenant_id, endpoint.id, enabled=False))
     bench.deliver_until_settled()
     assert receiver.requests == []
-    delivery = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0]
+    delivery = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0]
     assert delivery.status == FAILED and "disabled" in (delivery.attempts[0].error or "")
 
 
@@ -260,7 +262,7 @@ def test_the_first_kib_of_the_response_is_logged(bench: Bench, receiver: Receive
     receiver.respond(Reply(200, "x" * 5000))
     bench.call()
     bench.dispatcher().run()
-    attempt = bench.webhooks.deliveries(bench.tenant_id, endpoint_id=endpoint.id).items[0].attempts[0]
+    attempt = bench.run(endpoints.deliveries(bench.tenant_id, endpoint_id=endpoint.id)).items[0].attempts[0]
     assert attempt.response == "x" * 1024 and attempt.latency_ms is not None and attempt.latency_ms > 0
 
 

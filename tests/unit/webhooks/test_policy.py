@@ -12,6 +12,7 @@ from receipts.webhooks.records import DELIVERED, FAILED, PENDING, Claimed
 from webhooks.policy import Outcome, RetryPolicy, parse_retry_after
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+STARTED = 1234.5  # time.monotonic() when the attempt began
 SVIX = [0, 5, 300, 1800, 7200, 18000, 36000, 36000]
 
 
@@ -34,30 +35,30 @@ def test_the_schedule_ends_after_as_many_attempts_as_entries() -> None:
     policy = RetryPolicy(SVIX)
     assert policy.max_attempts == 8
     assert policy.delay_after(7) is not None and policy.delay_after(8) is None
-    settled = policy.settle(message(attempts=7), Outcome(at=NOW, status_code=500))
-    assert settled.status == FAILED and settled.attempts == 8 and settled.next_attempt_at is None
+    settled = policy.settle(message(attempts=7), Outcome(started=STARTED, status_code=500))
+    assert settled.status == FAILED and settled.attempts == 8 and settled.retry_in_s is None
 
 
 def test_a_failure_schedules_the_next_attempt() -> None:
-    settled = RetryPolicy([0, 10], jitter=0).settle(message(), Outcome(at=NOW, status_code=500))
-    assert settled.status == PENDING and settled.next_attempt_at == NOW + timedelta(seconds=10)
+    settled = RetryPolicy([0, 10], jitter=0).settle(message(), Outcome(started=STARTED, status_code=500))
+    assert settled.status == PENDING and settled.retry_in_s == 10 and settled.sent_at == STARTED
     assert settled.health == "failing" and not settled.success
 
 
 @pytest.mark.parametrize("status", [200, 201, 202, 204, 299])
 def test_2xx_is_success(status: int) -> None:
-    settled = RetryPolicy(SVIX).settle(message(), Outcome(at=NOW, status_code=status))
+    settled = RetryPolicy(SVIX).settle(message(), Outcome(started=STARTED, status_code=status))
     assert settled.status == DELIVERED and settled.success and settled.health == "ok"
 
 
 @pytest.mark.parametrize("status", [301, 302, 307, 308, 400, 404, 429, 500, 503])
 def test_anything_else_is_a_failure(status: int) -> None:
-    settled = RetryPolicy(SVIX).settle(message(), Outcome(at=NOW, status_code=status))
+    settled = RetryPolicy(SVIX).settle(message(), Outcome(started=STARTED, status_code=status))
     assert settled.status == PENDING and not settled.success
 
 
 def test_410_fails_the_message_and_marks_the_endpoint_gone() -> None:
-    settled = RetryPolicy(SVIX).settle(message(), Outcome(at=NOW, status_code=410))
+    settled = RetryPolicy(SVIX).settle(message(), Outcome(started=STARTED, status_code=410))
     assert settled.status == FAILED and settled.health == "gone"
 
 
@@ -79,14 +80,14 @@ def test_retry_after_parsing() -> None:
 
 def test_a_message_that_cannot_be_sent_fails_at_once_without_blaming_the_endpoint() -> None:
     refused = message(refusal="not sent: the endpoint is disabled")
-    settled = RetryPolicy(SVIX).settle(refused, Outcome(at=NOW, error=refused.refusal, sent=False,
+    settled = RetryPolicy(SVIX).settle(refused, Outcome(started=STARTED, error=refused.refusal, sent=False,
                                                         blames_receiver=False))
     assert settled.status == FAILED and settled.health is None and settled.error == refused.refusal
 
 
 def test_an_internal_error_is_retried_without_blaming_the_endpoint() -> None:
-    settled = RetryPolicy(SVIX).settle(message(), Outcome(at=NOW, error="not sent: secret unreadable", sent=False,
-                                                          blames_receiver=False))
+    outcome = Outcome(started=STARTED, error="not sent: secret unreadable", sent=False, blames_receiver=False)
+    settled = RetryPolicy(SVIX).settle(message(), outcome)
     assert settled.status == PENDING and settled.health is None
 
 

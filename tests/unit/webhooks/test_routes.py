@@ -1,22 +1,22 @@
-"""The webhook API on the real app (in process, SQLite): shapes, validation, refusals, tenant isolation."""
+"""The webhook API on the real app (in process, PostgreSQL): shapes, validation, refusals, tenant isolation."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from gateway.app import create_app
-from receipts.catalogue.tools import Catalogue
+from receipts import tenants
+from receipts.catalogue import tools
 from receipts.db import Database
 from receipts.records import ToolSpec
-from receipts.schema.migrate import upgrade
 from receipts.settings import Settings
-from receipts.store.calls import ReceiptStore
-from receipts.tenants import Tenants
+from tests.support import services
+from tests.support.factories import RecordingSender
 
 ECHO = ToolSpec(name="echo", kind="python", description="Echo.", parameters={"type": "object"})
 PROBLEM = "application/problem+json"
@@ -34,27 +34,36 @@ class Api:
         return send
 
 
-def make_api(tmp_path: Path, **settings: Any) -> Iterator[Api]:
-    config = Settings(database_url=f"sqlite:///{tmp_path / 'api.db'}", secret_key="route-tests", **settings)
-    db = Database.from_settings(config)
-    upgrade(db)
-    Catalogue(db).publish([ECHO])
-    tenants = Tenants(db)
-    key, other = tenants.create_key("acme"), tenants.create_key("intruders")
-    with TestClient(create_app(config, store=ReceiptStore(db))) as client:
-        yield Api(client, key, other)
-    db.dispose()
+@contextmanager
+def fresh_database() -> Iterator[Database]:
+    """A database of its own (a test may run two apps side by side)."""
+    url = services.create_database()
+    db = Database(url, pool_size=2, name="toolrelay-test")
+    try:
+        yield db
+    finally:
+        db.dispose()
+        services.drop_database(url)
+
+
+def make_api(**settings: Any) -> Iterator[Api]:
+    with fresh_database() as db:
+        config = Settings(database_url=db.url, secret_key="route-tests", **settings)
+        db.run(tools.publish([ECHO]))
+        key, other = db.run(tenants.create_key("acme")), db.run(tenants.create_key("intruders"))
+        with TestClient(create_app(config, db=db, sender=RecordingSender())) as client:
+            yield Api(client, key, other)
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    yield from make_api(tmp_path, outbound_allow_cidrs=["127.0.0.0/8"])
+def api() -> Iterator[Api]:
+    yield from make_api(outbound_allow_cidrs=["127.0.0.0/8"])
 
 
 @pytest.fixture
-def guarded_api(tmp_path: Path) -> Iterator[Api]:
+def guarded_api() -> Iterator[Api]:
     """No allow-list: what an operator runs by default."""
-    yield from make_api(tmp_path)
+    yield from make_api()
 
 
 def assert_problem(response: Any, status: int, field: str | None = None) -> dict[str, Any]:
@@ -198,6 +207,73 @@ def test_deliveries_are_paginated_newest_first(api: Api) -> None:
     assert len(seen) == 5 and seen == sorted(seen, reverse=True)
 
 
+def every_page(api: Api, path: str, limit: int, **params: Any) -> list[list[str]]:
+    """The ids of each page of ``path``, following ``next_cursor`` to the end."""
+    pages: list[list[str]] = []
+    cursor = None
+    while True:
+        response = api.get(path, params={"limit": limit, **params, **({"cursor": cursor} if cursor else {})})
+        assert response.status_code == 200, response.text
+        body = response.json()
+        pages.append([item["id"] for item in body["data"]])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return pages
+        assert len(pages) < 100, "next_cursor never ends"
+
+
+def test_the_endpoint_list_pages_through_every_endpoint_once_in_order(api: Api) -> None:
+    created = {api.post("/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/{n}"}).json()["id"]
+               for n in range(7)}
+    whole = [e["id"] for e in api.get("/v1/webhook-endpoints", params={"limit": 200}).json()["data"]]
+    assert set(whole) == created and whole == sorted(whole, reverse=True)  # newest first
+    for limit in (1, 2, 3, 7):
+        pages = every_page(api, "/v1/webhook-endpoints", limit)
+        assert [len(page) for page in pages[:-1]] == [limit] * (len(pages) - 1)
+        assert [i for page in pages for i in page] == whole, limit
+
+
+def test_the_deliveries_lists_page_through_every_message_once_in_order(api: Api) -> None:
+    # Two endpoints: each transition writes two messages in one statement, with the same created_at, so
+    # page boundaries fall between messages that only their ids tell apart.
+    first = api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"}).json()
+    api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/b", "event_types": ["receipt.canceled"]})
+    for _ in range(4):
+        receipt = api.post("/v1/tool-calls", json={"tool": "echo", "arguments": {}}).json()
+        assert api.post(f"/v1/receipts/{receipt['id']}/cancel").status_code == 200
+    for path, count in (("/v1/deliveries", 8), (f"/v1/webhook-endpoints/{first['id']}/deliveries", 4)):
+        listed = api.get(path, params={"limit": 200}).json()["data"]
+        whole = [d["id"] for d in listed]
+        assert len(set(whole)) == len(whole) == count
+        stamps = [(d["created_at"], d["id"]) for d in listed]
+        assert stamps == sorted(stamps, reverse=True)  # newest first, the id breaking ties
+        for limit in (1, 3, count):
+            pages = every_page(api, path, limit)
+            assert [i for page in pages for i in page] == whole, (path, limit)
+
+
+def test_a_cursor_from_another_list_is_a_422_naming_cursor(api: Api) -> None:
+    endpoint = api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"}).json()
+    api.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/b"})
+    for _ in range(2):
+        receipt = api.post("/v1/tool-calls", json={"tool": "echo", "arguments": {}}).json()
+        api.post(f"/v1/receipts/{receipt['id']}/cancel")
+    deliveries_path = f"/v1/webhook-endpoints/{endpoint['id']}/deliveries"
+    cursors = {path: api.get(path, params={"limit": 1}).json()["next_cursor"]
+               for path in ("/v1/webhook-endpoints", "/v1/deliveries", "/v1/receipts")}
+    assert all(cursors.values()), cursors
+    refused = [("/v1/webhook-endpoints", cursors["/v1/deliveries"]),
+               ("/v1/webhook-endpoints", cursors["/v1/receipts"]),
+               ("/v1/deliveries", cursors["/v1/webhook-endpoints"]),
+               ("/v1/deliveries", cursors["/v1/receipts"]),
+               (deliveries_path, cursors["/v1/webhook-endpoints"]),
+               ("/v1/receipts", cursors["/v1/deliveries"]),
+               ("/v1/deliveries", "not-a-cursor")]
+    for path, cursor in refused:
+        body = assert_problem(api.get(path, params={"cursor": cursor}), 422, "cursor")
+        assert [e["field"] for e in body["errors"]] == ["cursor"], (path, body)
+
+
 def test_default_secret_create_rotate_and_show_without_the_secret(api: Api) -> None:
     assert api.get("/v1/webhook-secret").json() == {"configured": False, "secrets": []}
     assert_problem(api.post("/v1/webhook-secret/rotate"), 404)
@@ -223,13 +299,12 @@ def test_a_calls_webhook_url_is_validated_before_anything_is_stored(api: Api) ->
     assert api.post("/v1/tool-calls", json=call).status_code in (200, 202)
 
 
-def test_without_a_secret_key_endpoints_cannot_be_created(tmp_path: Path) -> None:
-    config = Settings(database_url=f"sqlite:///{tmp_path / 'nokey.db'}", outbound_allow_cidrs=["127.0.0.0/8"])
-    db = Database.from_settings(config)
-    upgrade(db)
-    key = Tenants(db).create_key("acme")
-    with TestClient(create_app(config, store=ReceiptStore(db))) as client:
-        response = client.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"},
-                               headers={"Authorization": f"Bearer {key}"})
+def test_without_a_secret_key_endpoints_cannot_be_created() -> None:
+    with fresh_database() as db:
+        config = Settings(database_url=db.url, outbound_allow_cidrs=["127.0.0.0/8"])
+        key = db.run(tenants.create_key("acme"))
+        with TestClient(create_app(config, db=db, sender=RecordingSender())) as client:
+            response = client.post("/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/a"},
+                                   headers={"Authorization": f"Bearer {key}"})
     assert_problem(response, 503)
     assert "TOOLRELAY_SECRET_KEY" in response.json()["detail"]
