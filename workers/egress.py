@@ -1,11 +1,10 @@
 """Outbound HTTP for api_call tools and integrations: SSRF-guarded, size-capped, errors mapped on entry.
 
-The SSRF guard runs where it cannot be raced: :class:`GuardedBackend` is the network backend of the
-connection pool, so every TCP connection (the first request, each redirect hop, a reconnect) resolves
-the host itself, refuses if any address is loopback, private, link-local or metadata (unless the
-operator allow-listed it), and connects to the address it checked. A DNS answer that changes between
-a check and a connect (rebinding) cannot slip through. Environment proxies are ignored for the same
-reason (``trust_env=False``).
+The SSRF guard runs where it cannot be raced: the clients here send on a
+:class:`~workers.guarded_transport.GuardedTransport`, whose pool connects only to addresses the guard
+checked at connect time (the first request, each redirect hop, a reconnect), so a DNS answer that
+changes between a check and a connect (rebinding) cannot slip through. Environment proxies are
+ignored for the same reason (``trust_env=False``).
 
 Bodies are streamed and capped at ``max_bytes`` (a 50 MB answer never sits in memory); redirects are
 followed by hand, a hop at a time, and credentials defined for one origin are not sent to another.
@@ -23,20 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import ipaddress
-import socket
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 import httpx
 
 from receipts.outbound.guard import OutboundGuard
 from workers.errors import Forbidden, ToolFailure, ToolTimeout, UpstreamError
+from workers.guarded_transport import GuardedTransport
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 MAX_RETRY_AFTER_MS = 24 * 3600 * 1000
@@ -44,58 +41,9 @@ EXCERPT_BYTES = 1024
 USER_AGENT = "toolrelay/0.1"
 
 
-class GuardedBackend:
-    """An httpcore network backend (for httpx and httpx2 alike) that connects only to allowed addresses."""
-
-    def __init__(self, inner: Any, guard: OutboundGuard) -> None:
-        self.inner = inner
-        self.guard = guard
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                          local_address: str | None = None, socket_options: Iterable[Any] | None = None) -> Any:
-        try:
-            with anyio.fail_after(timeout):
-                infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError:
-            raise ToolTimeout(f"resolving {host} took longer than {timeout:g} s") from None
-        except OSError as exc:
-            raise UpstreamError(f"cannot resolve host {host!r}: {exc}") from None
-        addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos))
-        refused = sorted(str(a) for a in addresses if not self.guard.address_allowed(a))
-        if refused:
-            raise Forbidden(
-                f"{host} resolves to a non-public address ({', '.join(refused)}): loopback, private, link-local and "
-                f"metadata addresses are refused unless allow-listed in TOOLRELAY_OUTBOUND_ALLOW_CIDRS",
-                details={"host": host, "addresses": refused},
-            )
-        last: BaseException | None = None
-        for address in addresses:  # connect to the very address that was checked: no second lookup
-            try:
-                return await self.inner.connect_tcp(str(address), port, timeout=timeout, local_address=local_address,
-                                                    socket_options=socket_options)
-            except Exception as exc:  # noqa: BLE001 - try the next address, raise the last failure
-                last = exc
-        assert last is not None
-        raise last
-
-    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
-        raise Forbidden("unix sockets are never reached from tools")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-def guarded_transport(guard: OutboundGuard, *, verify: bool = True) -> httpx.AsyncHTTPTransport:
-    """An httpx transport whose every connection passes the SSRF guard."""
-    transport = httpx.AsyncHTTPTransport(verify=verify, trust_env=False, retries=0)
-    pool = transport._pool  # the public API has no hook for the network backend; swap it in place
-    pool._network_backend = GuardedBackend(pool._network_backend, guard)  # type: ignore[union-attr,assignment]
-    return transport
-
-
 def guarded_client(guard: OutboundGuard, **kwargs: Any) -> httpx.AsyncClient:
     """An httpx client on a guarded transport that never follows redirects or env proxies by itself."""
-    return httpx.AsyncClient(transport=guarded_transport(guard), trust_env=False, follow_redirects=False,
+    return httpx.AsyncClient(transport=GuardedTransport(guard), trust_env=False, follow_redirects=False,
                              headers={"User-Agent": USER_AGENT}, **kwargs)
 
 

@@ -24,8 +24,9 @@ import httpx2
 import openai
 
 from receipts.outbound.guard import OutboundGuard
-from workers.egress import GuardedBackend, retry_after_ms
+from workers.egress import retry_after_ms
 from workers.errors import ToolFailure
+from workers.guarded_transport import GuardedTransport2
 
 USER_AGENT = "toolrelay/0.1"
 
@@ -59,10 +60,7 @@ class Completion:
 
 
 def _guarded_client(guard: OutboundGuard, timeout_s: float) -> httpx2.AsyncClient:
-    transport = httpx2.AsyncHTTPTransport(trust_env=False, retries=0)
-    pool = transport._pool  # swap in the guarded network backend (no public hook for it)
-    pool._network_backend = GuardedBackend(pool._network_backend, guard)  # type: ignore[union-attr,assignment]
-    return httpx2.AsyncClient(transport=transport, trust_env=False, follow_redirects=False,
+    return httpx2.AsyncClient(transport=GuardedTransport2(guard), trust_env=False, follow_redirects=False,
                               headers={"User-Agent": USER_AGENT}, timeout=httpx2.Timeout(timeout_s))
 
 

@@ -1,8 +1,9 @@
 """``mcp``: list and call the tools of an MCP server over streamable HTTP (the ``mcp`` package).
 
 The server's URL comes from the tool definition or the stored setup (never from a model's
-arguments), its auth headers from the stored setup. The SDK's HTTP client (httpx2) runs on the same
-guarded network backend as every other outbound request, so the SSRF guard holds for MCP too.
+arguments), its auth headers from the stored setup. The SDK's HTTP client (httpx2) sends on
+:class:`~workers.guarded_transport.GuardedTransport2`, the same guarded connection pool as every other
+outbound request, so the SSRF guard holds for MCP too.
 
 Errors are mapped where they enter: a server that cannot be reached or times out is a retryable
 ``upstream_error``/``timeout``; an HTTP or JSON-RPC error from the server is a permanent
@@ -19,8 +20,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from workers.egress import USER_AGENT, GuardedBackend
+from workers.egress import USER_AGENT
 from workers.errors import ToolError, ToolFailure, ToolTimeout, UpstreamError
+from workers.guarded_transport import GuardedTransport2
 from workers.integrations.base import Call, Method, Provider, Values, schema
 
 T = TypeVar("T")
@@ -57,9 +59,7 @@ def mapped(exc: BaseException, url: str) -> ToolFailure:
 
 async def _session(values: Values, call: Call, action: Callable[[Client], Awaitable[T]]) -> T:
     url = values["url"]
-    transport = httpx2.AsyncHTTPTransport(trust_env=False, retries=0)
-    pool = transport._pool  # swap in the guarded network backend (no public hook for it)
-    pool._network_backend = GuardedBackend(pool._network_backend, call.guard)  # type: ignore[union-attr,assignment]
+    transport = GuardedTransport2(call.guard)
     timeout = call.request_timeout()
     headers = {"User-Agent": USER_AGENT, **(values.get("headers") or {})}
     try:
