@@ -2,7 +2,9 @@
 // before a retry), and every webhook delivery of the receipt with its attempts, all on the same scale.
 //
 // Hooks for tests and users: the <svg> is [data-testid=timeline]; each transition is one
-// <g data-event="<to_status>">; attempts are [data-attempt=n]; delivery attempts [data-delivery-attempt].
+// <g data-event="<to_status>" data-actor="<who>">, and a person's approval decision is also
+// [data-decision=approved|rejected|expired] with "approved by <by>" as its label; attempts are
+// [data-attempt=n]; delivery attempts [data-delivery-attempt].
 
 import { s, span, when } from "./dom.js";
 
@@ -13,6 +15,8 @@ const LANE = 34;
 const TOP = 40; // room for two rows of state labels
 const AXIS = 34;
 const LABEL_GAP = 70; // a state label needs this much room in its row; without it, the tooltip has it
+const LABEL_PAD = 6; // between two labels of a row
+const CHAR_W = 6.6; // about one character of an 11 px label
 
 const ms = (iso) => Date.parse(iso);
 
@@ -28,6 +32,13 @@ export function attemptsOf(events) {
       error: after && after.detail && after.detail.error ? after.detail.error : null });
   });
   return attempts;
+}
+
+/** A person's decision an event records (the move out of waiting for an approval), or null. */
+export function decisionOf(event) {
+  const approval = event.detail && event.detail.approval;
+  if (event.from_status !== "waiting" || !approval || approval.state === "requested") return null;
+  return approval;
 }
 
 function niceStep(range) {
@@ -78,19 +89,29 @@ export function drawTimeline(receipt, events, deliveries, now = Date.now()) {
         class: `seg seg-${event.to_status}` }, title(`${event.to_status} for ${span(end - start)}`)));
     }
   });
-  const labelRows = [-Infinity, -Infinity]; // where the last label of each row is centred
+  // Each row of state labels remembers where its last label ends; a label goes in the first row
+  // with room for it, or only in its marker's tooltip.
+  const labelRows = [-Infinity, -Infinity];
   events.forEach((event) => {
     const cx = x(ms(event.at));
-    const row = labelRows.findIndex((last) => cx - last >= LABEL_GAP);
-    if (row >= 0) labelRows[row] = cx;
+    const decision = decisionOf(event);
+    const label = decision ? `${decision.state}${decision.by ? ` by ${decision.by}` : ""}` : event.to_status;
+    const half = Math.max(LABEL_GAP / 2, label.length * CHAR_W / 2);
+    const lx = Math.min(Math.max(cx, half + 2), WIDTH - half - 2); // kept inside the picture
+    const row = labelRows.findIndex((end) => lx - half >= end + LABEL_PAD);
+    if (row >= 0) labelRows[row] = lx + half;
     const error = event.detail && event.detail.error ? `\n${event.detail.error.code}: ${event.detail.error.message}` : "";
-    svg.append(s("g", { "data-event": event.to_status, "data-from": event.from_status || "", class: "event" },
+    const note = decision && (decision.comment || decision.reason) ? `\n${decision.comment || decision.reason}` : "";
+    svg.append(s("g", { "data-event": event.to_status, "data-from": event.from_status || "", "data-actor": event.actor,
+      "data-decision": decision ? decision.state : null, class: decision ? "event decision" : "event" },
       title(`${event.from_status || "∅"} → ${event.to_status}, attempt ${event.attempt}, by ${event.actor}\n` +
-        `${when(event.at)} (+${span(ms(event.at) - t0)})${error}`),
+        `${when(event.at)} (+${span(ms(event.at) - t0)})${decision ? `\n${label}` : ""}${note}${error}`),
       s("line", { x1: cx, x2: cx, y1: TOP - 4, y2: height - AXIS, class: "event-line" }),
-      s("circle", { cx, cy: laneY(0) + LANE / 2, r: 6, class: `dot dot-${event.to_status}` }),
-      row >= 0 ? s("text", { x: cx, y: TOP - 8 - 14 * row, class: "event-label", "text-anchor": "middle" },
-        event.to_status) : null));
+      decision ? s("rect", { x: cx - 6, y: laneY(0) + LANE / 2 - 6, width: 12, height: 12,
+        transform: `rotate(45 ${cx} ${laneY(0) + LANE / 2})`, class: `dot dot-${event.to_status} decision-${decision.state}` })
+        : s("circle", { cx, cy: laneY(0) + LANE / 2, r: 6, class: `dot dot-${event.to_status}` }),
+      row >= 0 ? s("text", { x: lx, y: TOP - 8 - 14 * row, class: "event-label", "text-anchor": "middle" },
+        label) : null));
   });
 
   // Attempts: how long each ran and how it ended; the backoff before a retry as a dashed line.

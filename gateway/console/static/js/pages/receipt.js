@@ -2,12 +2,17 @@
 // webhook deliveries on one time axis), the transitions as a table, the deliveries with retry.
 
 import { get, post } from "../api.js";
-import { approvalControls, awaitsApproval } from "../approval.js";
+import { approvalControls, approvalSummary, awaitsApproval } from "../approval.js";
 import { deliveryTable, retryNotice } from "../deliveries.js";
 import { button, h, json, problemBox, show, span, statusBadge, when } from "../dom.js";
 import { drawTimeline } from "../timeline.js";
 
 const TERMINAL = ["success", "failed", "partially_succeeded", "canceled"];
+
+/** The agent run that made this call, if one did. */
+function runOf(receipt) {
+  return (receipt.metadata && receipt.metadata.run_id) || null;
+}
 
 function facts(receipt) {
   const link = (href, text) => (text ? h("a", { href }, text) : "—");
@@ -24,7 +29,10 @@ function facts(receipt) {
     ["Finished", when(receipt.finished_at) || "—", took && `after ${took}`],
     ["Deadline", when(receipt.deadline_at) || "—"],
   ];
-  if (receipt.approval) rows.push(["Approval", JSON.stringify(receipt.approval)]);
+  if (runOf(receipt)) {
+    rows.splice(4, 0, ["Run", link(`#/runs/${runOf(receipt)}`, runOf(receipt)), `its step ${receipt.metadata.step}`]);
+  }
+  if (receipt.approval) rows.push(["Approval", approvalSummary(receipt.approval)]);
   if (receipt.metadata && Object.keys(receipt.metadata).length) rows.push(["Metadata", JSON.stringify(receipt.metadata)]);
   return h("dl", { class: "facts" }, rows.map(([name, value, note]) =>
     [h("dt", {}, name), h("dd", {}, value, note ? h("span", { class: "muted" }, ` ${note}`) : null)]));
@@ -57,41 +65,46 @@ async function deliveriesOf(receiptId) {
   }
 }
 
-export async function render(view, id, params, notice = null) {
+/** `notices.top` is shown under the buttons (a decision taken), `notices.deliveries` above the deliveries. */
+export async function render(view, id, params, notices = {}) {
   show(view, h("h1", {}, "Receipt ", h("code", {}, id)), h("p", { class: "muted" }, "Loading…"));
   const [receipt, events, { deliveries, problem }] = await Promise.all([
     get(`/v1/receipts/${encodeURIComponent(id)}`),
     get(`/v1/receipts/${encodeURIComponent(id)}/events`).then((page) => page.data),
     deliveriesOf(id),
   ]);
-  const again = (message) => render(view, id, params, message);
+  const again = (found = {}) => render(view, id, params, found);
   const actions = h("div", { class: "actions" });
-  if (awaitsApproval(receipt)) actions.append(approvalControls(receipt, () => again(null)));
+  if (awaitsApproval(receipt)) {
+    actions.append(approvalControls(receipt, (answer, verb, by) => again({ top: h("p", { class: "notice ok",
+      "data-testid": "notice" }, `${verb === "approve" ? "Approved" : "Rejected"} by ${by}.`) })));
+  }
   if (!TERMINAL.includes(receipt.status)) {
     const message = h("div", { class: "message" });
     actions.append(button("Cancel the call", { "data-action": "cancel", class: "danger" }, async () => {
       try {
         await post(`/v1/receipts/${receipt.id}/cancel`);
-        await again(null);
+        await again();
       } catch (error) {
         show(message, problemBox(error));
       }
     }), message);
   }
-  actions.append(button("Refresh", { "data-action": "refresh" }, () => again(null)));
+  actions.append(button("Refresh", { "data-action": "refresh" }, () => again()));
   show(view,
     h("h1", {}, "Receipt ", h("code", {}, receipt.id), " ", statusBadge(receipt.status)),
     actions,
+    notices.top,
     receipt.error ? errorBox(receipt.error) : null,
     facts(receipt),
     h("h2", {}, "Timeline"),
     h("div", { class: "timeline-box" }, drawTimeline(receipt, events, deliveries)),
     h("details", { class: "events-detail" }, h("summary", {}, `${events.length} transitions`), eventTable(events)),
     h("h2", {}, "Webhook deliveries"),
-    notice,
+    notices.deliveries,
     problem ? problemBox(problem, "The deliveries of this receipt could not be read.") : null,
     deliveries.length
-      ? deliveryTable(deliveries, (delivery) => again(retryNotice(delivery)), { receiptColumn: false })
+      ? deliveryTable(deliveries, (delivery) => again({ deliveries: retryNotice(delivery) }), { receiptColumn: false })
       : problem ? null : h("p", { class: "empty" }, "No webhook deliveries for this receipt."),
     h("div", { class: "io" },
       h("section", {}, h("h2", {}, "Input"), json(receipt.input)),

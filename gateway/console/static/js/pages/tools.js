@@ -4,8 +4,9 @@ import { get } from "../api.js";
 import { h, json, show } from "../dom.js";
 
 function contract(tool) {
-  if (tool.effect === "read") return "read";
-  return tool.idempotent ? "write, idempotent" : "write, not idempotent (never retried)";
+  const approval = tool.requires_approval ? ", each call approved by a person first" : "";
+  if (tool.effect === "read") return `read${approval}`;
+  return (tool.idempotent ? "write, idempotent" : "write, not idempotent (never retried)") + approval;
 }
 
 export async function render(view) {
@@ -18,7 +19,9 @@ export async function render(view) {
       h("thead", {}, h("tr", {}, ["Name", "Kind", "Effect", "Idempotent", "Timeout", "Attempts", "Description", "Schema"]
         .map((name) => h("th", {}, name)))),
       h("tbody", {}, tools.map((tool) => h("tr", { "data-tool": tool.name, title: contract(tool) },
-        h("td", {}, h("code", {}, tool.name)),
+        h("td", {}, h("code", {}, tool.name), tool.requires_approval
+          ? h("span", { class: "badge needs-approval", title: "a person approves each call before it runs" },
+            "approval") : null),
         h("td", {}, tool.kind),
         h("td", {}, h("span", { class: `badge effect-${tool.effect}` }, tool.effect)),
         h("td", {}, tool.idempotent ? "yes" : "no"),
