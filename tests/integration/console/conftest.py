@@ -4,7 +4,8 @@ One stack (gateway, Celery workers, beat on PostgreSQL + Redis) and one browser 
 this package. Before the first test, calls are made that end in each way the pages must show: one
 succeeds, one fails (``calculate`` with ``1 / 0``: ``invalid_arguments``), one succeeds on its
 second attempt (``flaky``), all announced to a webhook endpoint on a local receiver whose first
-answer is a 500, so one delivery is retried.
+answer is a 500, so one delivery is retried. The runs and approvals tests work in tenants of their
+own, against a scripted Chat Completions server on 127.0.0.1 (hence loopback allow-listed).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.support.browser import Tab, chromium, tab
+from tests.support.model_server import ModelServer, model_server
 from tests.support.receiver import Receiver, Reply
 from tests.support.stack import Stack, running_stack
 
-SETTINGS = {"outbound_allow_cidrs": "127.0.0.1/32", "webhook_retry_schedule": "0,1,1,1",
+SETTINGS = {"outbound_allow_cidrs": "127.0.0.0/8", "model_timeout_s": 10, "webhook_retry_schedule": "0,1,1,1",
             "webhook_timeout_s": 2, "webhook_poll_s": 0.5}
 
 
@@ -84,6 +86,12 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         # receipt.running for every attempt, then the terminal event: 2 + 2 + 3.
         settle(found, 7)
         yield found
+
+
+@pytest.fixture(scope="package")
+def models() -> Iterator[ModelServer]:
+    with model_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="package")
