@@ -131,8 +131,12 @@ class AsyncClient:
         return await self._send(operations.run(model, input, tools, **fields))
 
     async def get_run(self, run_id: str, wait_s: float | None = None) -> Run:
-        """A run with its steps; with ``wait_s``, held until terminal or that many seconds pass."""
+        """A run with its steps; with ``wait_s``, held until it ends, waits for someone, or that many seconds pass."""
         return await self._send(operations.get_run(run_id, wait_s))
+
+    async def wait_run(self, run_id: str, timeout: float = 300.0) -> Run:
+        """Wait for a run to end or to wait for someone (``WaitTimeout`` after), as :meth:`Client.wait_run`."""
+        return await self._drive(flows.waiting_run(run_id, timeout))
 
     def list_runs(self, **filters: Unpack[RunFilters]) -> AsyncIterator[Run]:
         """Every run matching ``trace_id`` / ``status``, following the pages (``async for``)."""

@@ -13,7 +13,7 @@
     ├── Conflict                   409: the request contradicts the current state (cancel a finished call)
     ├── InvalidRequest             422: validation failed, nothing was stored (.errors: [{field, message}])
     ├── UnexpectedResponse         an answer that is not what the API sends (not JSON, a field missing)
-    ├── WaitTimeout                wait() ran out of time first (.receipt: the receipt as last seen)
+    ├── WaitTimeout                wait() or wait_run() ran out of time first (.receipt or .run as last seen)
     └── WebhookVerificationFailed  a webhook whose signature, timestamp or body does not verify
 
 Any other error status raises ``ToolrelayError`` itself, with its ``.status``. Every class uses its
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from toolrelay.client.records import Receipt
+    from toolrelay.client.records import Receipt, Run
 
 
 class ToolrelayError(Exception):
@@ -103,11 +103,12 @@ class UnexpectedResponse(ToolrelayError):
 
 
 class WaitTimeout(ToolrelayError):
-    """The receipt did not reach a terminal state in time."""
+    """The receipt or run did not settle in time."""
 
-    def __init__(self, message: str | None = None, *, receipt: Receipt) -> None:
+    def __init__(self, message: str | None = None, *, receipt: Receipt | None = None, run: Run | None = None) -> None:
         super().__init__(message)
-        self.receipt = receipt
+        self.receipt = receipt  # as last seen, from wait(); None from wait_run()
+        self.run = run  # as last seen, from wait_run(); None from wait()
 
 
 class WebhookVerificationFailed(ToolrelayError):

@@ -237,14 +237,17 @@ def get_batch(batch_id: str, wait_s: float | None = None) -> Operation[Batch]:
 
 def run(model: str, input: str | Sequence[Mapping[str, Any]], tools: Sequence[str],
         **fields: Unpack[RunFields]) -> Operation[Run]:
-    """``POST /v1/runs``: an agent run of ``model`` on ``input`` (text or chat messages) with ``tools``."""
+    """``POST /v1/runs``: an agent run of ``model`` on ``input`` (text or chat messages) with ``tools``.
+
+    202 with the run; 200 once it ended within ``wait_s``. Like GET, ``wait_s`` also ends at ``waiting``.
+    """
     body = {"model": model, "input": input if isinstance(input, str) else [dict(m) for m in input],
             "tools": list(tools)}
     return _accepting("run", "/v1/runs", _run, body, fields, RunFields)
 
 
 def get_run(run_id: str, wait_s: float | None = None) -> Operation[Run]:
-    """``GET /v1/runs/{id}``, long-polling up to ``wait_s`` for a terminal state."""
+    """``GET /v1/runs/{id}`` with its steps, long-polling up to ``wait_s`` until it ends or waits for someone."""
     return _waiting(f"/v1/runs/{_segment(run_id)}", _run, wait_s)
 
 

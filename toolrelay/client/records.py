@@ -123,7 +123,9 @@ class Batch:
     trace_id: str
     receipts: tuple[str, ...] = _ids()
     created_at: datetime = _time()
+    format: str | None = None  # openai_chat | openai_responses | anthropic
     messages: list[dict[str, Any]] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
     completed_at: datetime | None = _time(default=None)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -135,7 +137,13 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """An agent run: the loop of model calls and tool calls toolrelay drives, with every step recorded."""
+    """An agent run: the loop of model calls and tool calls toolrelay drives, with every step recorded.
+
+    ``steps`` are the API's, in order: ``{"index", "kind": "model", "request_messages", "response"
+    (the assistant message), "usage", "latency_ms"}`` and ``{"index", "kind": "tools", "batch_id",
+    "receipts", "messages" (None until every call ended), "refused", "order"}``. A listing
+    (``list_runs``) carries no steps: ``get_run`` has them.
+    """
 
     id: str
     status: str  # pending | running | waiting | success | failed | canceled
@@ -144,17 +152,33 @@ class Run:
     created_at: datetime = _time()
     updated_at: datetime = _time()
     output: str | None = None
-    error: dict[str, Any] | None = None
-    iterations: int = 0
+    error: dict[str, Any] | None = None  # {code, message, ...}: max_iterations, loop_detected, timeout, ...
+    iterations: int = 0  # model calls so far
     usage: dict[str, Any] = field(default_factory=dict)  # {prompt_tokens, completion_tokens}
+    tools: tuple[str, ...] = _ids(default=())  # the only tools offered to the model
+    max_iterations: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
     steps: list[dict[str, Any]] = field(default_factory=list)
     finished_at: datetime | None = _time(default=None)
+    deadline_at: datetime | None = _time(default=None)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:
         """Whether the run is final: success, failed or canceled."""
         return self.status in RUN_TERMINAL
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the run waits for someone: a call of its last tool step needs a person's approval
+        (or a client's result), and the run goes on once it has it."""
+        return self.status == "waiting"
+
+    @property
+    def receipt_ids(self) -> tuple[str, ...]:
+        """The receipts of the run's tool calls, step by step (empty for a run read from a listing)."""
+        return tuple(receipt for step in self.steps if step.get("kind") == "tools"
+                     for receipt in step.get("receipts") or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +193,8 @@ class Tool:
     idempotent: bool
     timeout_s: float
     max_attempts: int
+    requires_approval: bool = False  # each call waits for a person's approval before it runs
+    approval_timeout_s: float | None = None  # how long a call waits for it (None: the server's default)
     definition: dict[str, Any] | None = None  # api_call and integration tools, credentials masked
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -181,6 +207,9 @@ class Model:
     base_url: str | None = None
     model: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    api_key_set: bool = False  # whether a key is stored (it is never shown)
+    created_at: datetime | None = _time(default=None)
+    updated_at: datetime | None = _time(default=None)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

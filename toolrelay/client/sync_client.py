@@ -156,8 +156,20 @@ class Client:
         return self._send(operations.run(model, input, tools, **fields))
 
     def get_run(self, run_id: str, wait_s: float | None = None) -> Run:
-        """A run with its steps; with ``wait_s``, held until terminal or that many seconds pass."""
+        """A run with its steps; with ``wait_s`` (at most 60), held until it ends, waits for someone
+        (``waiting``: a call needs a person's approval), or that many seconds pass."""
         return self._send(operations.get_run(run_id, wait_s))
+
+    def wait_run(self, run_id: str, timeout: float = 300.0) -> Run:
+        """Wait for a run to end or to wait for someone, long-polling in slices of at most 60 s.
+
+        A ``waiting`` run is returned (``run.waiting``): it goes on once its calls waiting for approval
+        are approved or rejected; call ``wait_run`` again after deciding.
+
+        Raises:
+            WaitTimeout: still pending or running after ``timeout`` seconds (``.run`` has it as last seen).
+        """
+        return self._drive(flows.waiting_run(run_id, timeout))
 
     def list_runs(self, **filters: Unpack[RunFilters]) -> Iterator[Run]:
         """Every run matching ``trace_id`` / ``status``, following the pages (``limit`` is the page size)."""

@@ -31,9 +31,28 @@ def batch(**fields: Any) -> dict[str, Any]:
 
 
 def run(**fields: Any) -> dict[str, Any]:
+    """A run's JSON as GET /v1/runs/{id} answers (a listing leaves ``steps`` out)."""
     body: dict[str, Any] = {"id": "run_1", "status": "pending", "trace_id": "trace_r", "model": "local", "output": None,
                             "error": None, "iterations": 0, "usage": {"prompt_tokens": 0, "completion_tokens": 0},
-                            "steps": [], "created_at": "2026-11-29T19:30:02Z", "updated_at": "2026-11-29T19:30:02Z",
-                            "finished_at": None}
+                            "tools": ["echo"], "max_iterations": 8, "metadata": {}, "steps": [],
+                            "created_at": "2026-11-29T19:30:02Z", "updated_at": "2026-11-29T19:30:02Z",
+                            "finished_at": None, "deadline_at": "2026-11-29T20:30:02Z"}
     body.update(fields)
     return body
+
+
+def run_steps(receipt_ids: list[str]) -> list[dict[str, Any]]:
+    """The steps of a run whose model called ``guarded_write`` once per receipt, then answered."""
+    calls = [{"id": f"call_{i}", "type": "function",
+              "function": {"name": "guarded_write", "arguments": '{"tag": "t"}'}} for i in range(len(receipt_ids))]
+    return [
+        {"index": 0, "kind": "model", "request_messages": 1, "latency_ms": 12.5,
+         "response": {"role": "assistant", "content": None, "tool_calls": calls},
+         "usage": {"prompt_tokens": 11, "completion_tokens": 7}},
+        {"index": 1, "kind": "tools", "batch_id": "batch_r_1", "receipts": receipt_ids,
+         "messages": [{"role": "tool", "tool_call_id": call["id"], "content": '{"written": "t"}'} for call in calls],
+         "refused": {}, "order": [call["id"] for call in calls]},
+        {"index": 2, "kind": "model", "request_messages": 2 + len(calls), "latency_ms": 9.0,
+         "response": {"role": "assistant", "content": "Written."},
+         "usage": {"prompt_tokens": 20, "completion_tokens": 3}},
+    ]

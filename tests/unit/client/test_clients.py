@@ -54,6 +54,8 @@ class FakeApi:
             return payloads.batch()
         if path == "/v1/runs" and method == "GET":
             return {"data": [payloads.run()], "next_cursor": None}
+        if path == "/v1/runs/run_w":
+            return payloads.run(id="run_w", status="waiting")
         if path.startswith("/v1/runs"):
             return payloads.run()
         if path == "/v1/tools":
@@ -91,6 +93,7 @@ def sync_script(client: Client) -> list[Any]:
         client.tools("openai"),
         client.define_tool({"kind": "function", "name": "echo", "parameters": {"type": "object"}}).name,
         client.define_model("local", base_url="https://llm.example.com/v1", model="m", api_key="sk").model,
+        client.wait_run("run_w", timeout=90).status,
     ]
 
 
@@ -119,6 +122,7 @@ async def async_script(client: AsyncClient) -> list[Any]:
         await client.tools("openai"),
         (await client.define_tool({"kind": "function", "name": "echo", "parameters": {"type": "object"}})).name,
         (await client.define_model("local", base_url="https://llm.example.com/v1", model="m", api_key="sk")).model,
+        (await client.wait_run("run_w", timeout=90)).status,
     ]
 
 
@@ -167,6 +171,8 @@ def test_what_the_script_sends() -> None:
     assert api.seen[9][3] == {"error": {"message": "declined"}}
     assert api.seen[12][1:] == ("/v1/batches", {}, {"format": "openai_chat", "message":
                                                     {"role": "assistant", "tool_calls": []}, "wait_s": 10}, "b1")
+    assert api.seen[-1] == ("GET", "/v1/runs/run_w", {"wait_s": "60"}, None, None)  # wait_run's first slice
+    assert results[-1] == "waiting"  # returned, not waited on: it waits for a person
 
 
 def test_a_long_poll_gets_its_wait_on_top_of_the_timeout() -> None:

@@ -7,7 +7,7 @@ import pytest
 from tests.unit.client import payloads
 from toolrelay.client import flows, operations
 from toolrelay.client.errors import UnexpectedResponse, WaitTimeout
-from toolrelay.client.records import Page, Receipt, record
+from toolrelay.client.records import Page, Receipt, Run, record
 
 
 class Clock:
@@ -75,6 +75,33 @@ def test_wait_with_no_time_reads_once() -> None:
         flow.send(receipt("pending"))
     with pytest.raises(ValueError, match="timeout"):
         next(flows.waiting("rcpt_1", timeout=-1))
+
+
+def run(status: str) -> Run:
+    return record(Run, payloads.run(id="run_1", status=status))
+
+
+@pytest.mark.parametrize("status", ["waiting", "success", "failed", "canceled"])
+def test_wait_run_returns_a_run_that_ended_or_waits_for_a_person(status: str) -> None:
+    clock = Clock()
+    flow = flows.waiting_run("run_1", timeout=150, clock=clock)
+    operation = next(flow)
+    assert (operation.path, operation.params) == ("/v1/runs/run_1", {"wait_s": 60})
+    clock.now += operation.holds_s
+    assert flow.send(run("running")).params == {"wait_s": 60}  # pending or running: it asks again
+    with pytest.raises(StopIteration) as done:
+        flow.send(run(status))
+    assert done.value.value.status == status
+
+
+def test_wait_run_raises_wait_timeout_with_the_run_as_last_seen() -> None:
+    clock = Clock()
+    flow = flows.waiting_run("run_1", timeout=3, clock=clock)
+    clock.now += next(flow).holds_s
+    with pytest.raises(WaitTimeout, match="run_1 is still running after 3 s") as caught:
+        flow.send(run("running"))
+    assert caught.value.run is not None and caught.value.run.status == "running"
+    assert caught.value.receipt is None
 
 
 def test_paging_follows_next_cursor_until_it_is_null() -> None:

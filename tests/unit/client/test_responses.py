@@ -11,7 +11,7 @@ import pytest
 
 from tests.unit.client import payloads
 from toolrelay.client import errors, responses
-from toolrelay.client.records import Batch, Event, Receipt, Run, Tool, record
+from toolrelay.client.records import Batch, Event, Model, Receipt, Run, Tool, record
 
 
 def answer(status: int, body: Any = None, headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
@@ -74,7 +74,9 @@ def test_events_tools_batches_and_runs_parse() -> None:
     tool = record(Tool, {"name": "sleep", "kind": "python", "description": "Sleep.", "parameters": {"type": "object"},
                          "effect": "read", "idempotent": True, "timeout_s": 30.0, "max_attempts": 3,
                          "requires_approval": False})
-    assert (tool.name, tool.definition, tool.extra) == ("sleep", None, {"requires_approval": False})
+    assert (tool.name, tool.definition, tool.requires_approval, tool.extra) == ("sleep", None, False, {})
+    guarded = record(Tool, {**tool_body("guarded_write"), "requires_approval": True, "approval_timeout_s": 86400.0})
+    assert (guarded.requires_approval, guarded.approval_timeout_s, guarded.extra) == (True, 86400.0, {})
     messages = [{"role": "tool", "tool_call_id": "call_1", "content": "4"}]
     batch = record(Batch, payloads.batch(status="completed", messages=messages, completed_at="2026-11-29T19:30:04Z"))
     assert (batch.receipts, batch.messages, batch.terminal) == (("rcpt_a", "rcpt_b"), messages, True)
@@ -83,6 +85,36 @@ def test_events_tools_batches_and_runs_parse() -> None:
                                    steps=[{"index": 0, "kind": "model"}, {"index": 1, "kind": "tools"}]))
     assert (run.output, run.iterations, len(run.steps), run.terminal) == ("4", 2, 2, True)
     assert not record(Run, payloads.run(status="waiting")).terminal
+
+
+def tool_body(name: str) -> dict[str, Any]:
+    return {"name": name, "kind": "python", "description": "A write.", "parameters": {"type": "object"},
+            "effect": "write", "idempotent": False, "timeout_s": 10.0, "max_attempts": 1}
+
+
+def test_a_run_as_the_api_answers_it_has_every_field_as_an_attribute() -> None:
+    run = record(Run, payloads.run(status="success", output="Written.", iterations=2,
+                                   usage={"prompt_tokens": 31, "completion_tokens": 10},
+                                   metadata={"ticket": "T-1"}, finished_at="2026-11-29T19:30:09Z",
+                                   steps=payloads.run_steps(["rcpt_a", "rcpt_b"])))
+    assert (run.tools, run.max_iterations, run.metadata, run.extra) == (("echo",), 8, {"ticket": "T-1"}, {})
+    assert run.deadline_at == datetime(2026, 11, 29, 20, 30, 2, tzinfo=UTC)
+    assert [step["kind"] for step in run.steps] == ["model", "tools", "model"]
+    assert run.steps[0]["response"]["tool_calls"][1]["function"]["name"] == "guarded_write"
+    assert run.receipt_ids == ("rcpt_a", "rcpt_b")
+    assert (run.terminal, run.waiting) == (True, False)
+    listed = payloads.run(status="waiting")
+    del listed["steps"]  # GET /v1/runs lists runs without their steps
+    waiting = record(Run, listed)
+    assert (waiting.steps, waiting.receipt_ids, waiting.terminal, waiting.waiting) == ([], (), False, True)
+
+
+def test_a_model_says_whether_a_key_is_set_never_the_key() -> None:
+    model = record(Model, {"name": "local", "base_url": "http://127.0.0.1:11434/v1", "model": "qwen2.5",
+                           "params": {"temperature": 0}, "api_key_set": True,
+                           "created_at": "2026-11-29T19:30:02Z", "updated_at": "2026-11-29T19:30:02Z"})
+    assert (model.model, model.api_key_set, model.extra) == ("qwen2.5", True, {})
+    assert model.created_at == datetime(2026, 11, 29, 19, 30, 2, tzinfo=UTC)
 
 
 def test_a_vendor_tools_array_is_returned_as_is() -> None:
