@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
 
 from receipts.tenants import create_key
+from tests.support.model_server import ModelServer, Turn, call, model_server, say
 from tests.support.receiver import Receiver
 from tests.support.stack import Stack, free_port, running_stack
+from tests.support.tools import count_effects
 from toolrelay.client import (
     AsyncClient,
     Client,
@@ -229,3 +232,121 @@ def test_verify_webhook_accepts_a_real_delivery_and_refuses_a_tampered_body(stac
         verify_webhook(secret, delivery.headers, tampered)
     with pytest.raises(WebhookVerificationFailed):
         verify_webhook("whsec_" + "A" * 43, delivery.headers, delivery.body)  # another secret
+
+
+# -- runs and approvals, against a scripted Chat Completions server on 127.0.0.1 -----------------
+
+@pytest.fixture(scope="module")
+def models() -> Iterator[ModelServer]:
+    with model_server() as server:
+        yield server
+
+
+@dataclass(frozen=True)
+class Agent:
+    """A tenant of its own: its key, a client with it, and the scripted backend its model ``local`` uses."""
+
+    key: str
+    client: Client
+    backend: str
+
+
+@pytest.fixture
+def agent(stack: Stack, models: ModelServer) -> Iterator[Agent]:
+    key = stack.db.run(create_key(f"sdk-runs-{uuid.uuid4().hex[:8]}"))
+    backend = f"model-{uuid.uuid4().hex[:10]}"
+    with Client(stack.base_url, api_key=key) as client:
+        model = client.define_model("local", base_url=models.url, model=backend, params={"temperature": 0})
+        assert (model.name, model.model, model.params, model.api_key_set) == ("local", backend, {"temperature": 0},
+                                                                              False)
+        yield Agent(key, client, backend)
+
+
+def test_a_run_with_a_tool_call_from_start_to_answer(agent: Agent, models: ModelServer) -> None:
+    client, backend = agent.client, agent.backend
+    models.script(backend, call(("c1", "calculate", {"expression": "6 * 7"})), say("6 * 7 is 42."))
+    run = client.run("local", "What is 6 * 7?", ["calculate"], instructions="Use the tools.", wait_s=30,
+                     metadata={"ticket": "T-1"})
+    if not run.terminal:
+        run = client.wait_run(run.id, timeout=60)
+    assert (run.status, run.output, run.iterations, run.error) == ("success", "6 * 7 is 42.", 2, None)
+    assert (run.tools, run.max_iterations, run.metadata) == (("calculate",), 8, {"ticket": "T-1"})
+    assert [step["kind"] for step in run.steps] == ["model", "tools", "model"]
+    assert run.usage == {"prompt_tokens": 22, "completion_tokens": 14}
+    (receipt_id,) = run.receipt_ids
+    receipt = client.get(receipt_id)
+    assert (receipt.status, receipt.output, receipt.trace_id) == ("success", {"result": 42}, run.trace_id)
+    assert receipt.metadata["run_id"] == run.id
+    assert client.get_run(run.id) == run
+    (listed,) = client.list_runs(trace_id=run.trace_id)
+    assert (listed.id, listed.status, listed.steps) == (run.id, "success", [])  # a listing has no steps
+    assert models.requests_for(backend)[0].messages[0] == {"role": "system", "content": "Use the tools."}
+
+
+def test_wait_run_times_out_on_a_run_still_running(agent: Agent, models: ModelServer) -> None:
+    client, backend = agent.client, agent.backend
+    models.script(backend, Turn(content="late", delay_s=3))
+    run = client.run("local", "Take your time.", [])
+    with pytest.raises(WaitTimeout, match=f"{run.id} is still") as late:
+        client.wait_run(run.id, timeout=0.5)
+    assert late.value.run is not None and late.value.run.status in ("pending", "running")
+    assert client.wait_run(run.id, timeout=60).output == "late"
+
+
+def test_a_run_waits_for_an_approval_and_goes_on_once_approved(stack: Stack, agent: Agent,
+                                                                models: ModelServer) -> None:
+    client, backend = agent.client, agent.backend
+    tag = f"sdk-approved-{uuid.uuid4().hex[:8]}"
+    models.script(backend, call(("c1", "guarded_write", {"tag": tag})), say("Written."))
+    run = client.wait_run(client.run("local", "Write it.", ["guarded_write"]).id, timeout=60)
+    assert run.waiting and not run.terminal
+    (asking,) = client.list(trace_id=run.trace_id, status="waiting")
+    assert asking.id == run.receipt_ids[0] and asking.approval is not None
+    assert asking.approval["state"] == "requested" and asking.approval["expires_at"] > asking.approval["requested_at"]
+    assert count_effects(stack.effects, tag) == 0
+
+    approved = client.approve(asking.id, "ana", comment="ok to go")
+    assert approved.status == "pending" and approved.approval is not None
+    assert (approved.approval["state"], approved.approval["by"], approved.approval["comment"]) == (
+        "approved", "ana", "ok to go")
+    with pytest.raises(Conflict, match="already approved by ana"):
+        client.approve(asking.id, "bo")
+    run = client.wait_run(run.id, timeout=60)
+    assert (run.status, run.output) == ("success", "Written.")
+    assert client.get(asking.id).status == "success"
+    assert count_effects(stack.effects, tag, "ran") == 1
+
+
+def test_a_call_waiting_for_approval_is_rejected_and_never_runs(stack: Stack, agent: Agent) -> None:
+    client = agent.client
+    tag = f"sdk-rejected-{uuid.uuid4().hex[:8]}"
+    (tool,) = [t for t in client.tools() if t.name == "guarded_write"]
+    assert tool.requires_approval and not tool.idempotent
+    receipt = client.submit("guarded_write", {"tag": tag}, wait_s=1)  # waits for a person, not for wait_s
+    assert receipt.status == "waiting" and receipt.approval is not None and receipt.approval["state"] == "requested"
+    rejected = client.reject(receipt.id, "bo", reason="not today")
+    assert rejected.status == "failed" and rejected.error is not None and rejected.approval is not None
+    assert (rejected.error["code"], rejected.error["message"]) == ("rejected", "rejected by bo: not today")
+    assert (rejected.approval["state"], rejected.approval["by"], rejected.approval["reason"]) == (
+        "rejected", "bo", "not today")
+    with pytest.raises(Conflict):
+        client.reject(receipt.id, "bo")
+    decision = client.events(receipt.id)[-1]
+    assert (decision.from_status, decision.to_status, decision.actor) == ("waiting", "failed", "person:bo")
+    assert count_effects(stack.effects, tag) == 0
+
+
+def test_the_async_client_runs_and_approves_too(stack: Stack, agent: Agent, models: ModelServer) -> None:
+    tag = f"sdk-async-{uuid.uuid4().hex[:8]}"
+    models.script(agent.backend, call(("c1", "guarded_write", {"tag": tag})), say("Done."))
+
+    async def scenario() -> tuple[str, str, str]:
+        async with AsyncClient(stack.base_url, api_key=agent.key) as sdk:
+            run = await sdk.wait_run((await sdk.run("local", "Write it.", ["guarded_write"])).id, timeout=60)
+            waited = run.status
+            approved = await sdk.approve(run.receipt_ids[0], "ana")
+            run = await sdk.wait_run(run.id, timeout=60)
+            return waited, approved.status, run.status
+
+    assert asyncio.run(scenario()) == ("waiting", "pending", "success")
+    assert count_effects(stack.effects, tag, "ran") == 1
