@@ -17,6 +17,7 @@ import pytest
 from tests.acceptance.conftest import wait_until
 from tests.acceptance.test_dev import KEY, Dev, start_dev
 from tests.support.model_server import ModelServer, call, model_server, say
+from tests.support.receiver import Receiver
 from tests.support.stack import ROOT, free_port
 from tests.support.tools import count_effects
 
@@ -99,22 +100,36 @@ def test_a_run_waits_for_an_approval_given_over_the_api_then_succeeds(dev: Dev, 
     backend = define_model(dev, models)
     tag = f"dev-approved-{uuid.uuid4().hex[:8]}"
     models.script(backend, call(("c1", "guarded_write", {"tag": tag})), say("Written."))
-    started = start_run(dev, ["guarded_write"])
-    waiting = wait_run(dev, started["id"], until={"waiting"} | RUN_TERMINAL)
-    assert waiting["status"] == "waiting", waiting
-    (receipt_id,) = waiting["steps"][-1]["receipts"]
-    with dev.client() as client:
-        receipt = client.get(f"/v1/receipts/{receipt_id}").json()
-        assert (receipt["status"], receipt["approval"]["state"]) == ("waiting", "requested")
-        assert count_effects(effects_of(dev), tag) == 0
-        approved = client.post(f"/v1/receipts/{receipt_id}/approve", json={"by": "ana", "comment": "go"})
-        assert approved.status_code == 200, approved.text
-    run = wait_run(dev, started["id"])
+    with Receiver() as receiver:
+        with dev.client() as client:
+            endpoint = client.post("/v1/webhook-endpoints", json={"url": receiver.url, "event_types": [
+                "receipt.approval_requested", "run.waiting", "run.succeeded"]})
+            assert endpoint.status_code == 201, endpoint.text
+            receiver.secrets.append(endpoint.json()["secret"])
+        started = start_run(dev, ["guarded_write"])
+        waiting = wait_run(dev, started["id"], until={"waiting"} | RUN_TERMINAL)
+        assert waiting["status"] == "waiting", waiting
+        (receipt_id,) = waiting["steps"][-1]["receipts"]
+        (asked,) = receiver.wait_for(1, type="receipt.approval_requested")
+        (paused,) = receiver.wait_for(1, type="run.waiting")
+        with dev.client() as client:
+            receipt = client.get(f"/v1/receipts/{receipt_id}").json()
+            assert (receipt["status"], receipt["approval"]["state"]) == ("waiting", "requested")
+            assert count_effects(effects_of(dev), tag) == 0
+            approved = client.post(f"/v1/receipts/{receipt_id}/approve", json={"by": "ana", "comment": "go"})
+            assert approved.status_code == 200, approved.text
+        run = wait_run(dev, started["id"])
+        (succeeded,) = receiver.wait_for(1, type="run.succeeded")
     assert (run["status"], run["output"]) == ("success", "Written."), run
     assert count_effects(effects_of(dev), tag, "ran") == 1
     with dev.client() as client:
         done = client.get(f"/v1/receipts/{receipt_id}").json()
     assert (done["status"], done["approval"]["state"], done["approval"]["by"]) == ("success", "approved", "ana")
+    assert (asked.payload["data"]["id"], asked.payload["data"]["approval"]["state"]) == (receipt_id, "requested")
+    assert (paused.payload["data"]["id"], paused.payload["data"]["status"]) == (started["id"], "waiting")
+    assert paused.payload["data"]["steps"][-1]["receipts"] == [receipt_id]
+    assert (succeeded.payload["data"]["id"], succeeded.payload["data"]["output"]) == (started["id"], "Written.")
+    assert all(hook.verified_by == (0,) for hook in (asked, paused, succeeded))
 
 
 def test_a_batch_answers_200_with_its_messages(dev: Dev) -> None:
