@@ -49,30 +49,31 @@ def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str,
     Each receipt's idempotency key is derived from the batch and the model's call id, so a batch
     opened again under its key never makes a second receipt for a call.
     """
-    found: list[Entry] = []
-    for call in calls:
-        checked = tools.get(call.name)
-        spec = checked.spec if checked is not None else unknown_tool(call.name)
-        request = CallRequest(tool=spec.name, arguments=call.arguments or {}, trace_id=trace_id, call_id=call.call_id,
-                              idempotency_key=f"{batch_id}:{call.call_id}", metadata=dict(metadata or {}),
-                              webhook_url=webhook_url, batch_id=batch_id)
-        base = NewCall(tenant_id=tenant_id, tool=spec, arguments=call.arguments or {}, deadline_s=0.0,
-                       trace_id=trace_id, call_id=call.call_id, idempotency_key=request.idempotency_key,
-                       metadata=request.metadata, webhook_url=webhook_url, batch_id=batch_id)
-        if checked is None:
-            found.append(Entry(base, states.FAILED, not_found_error(call.name, may_use)))
-        elif call.problem is not None:
-            found.append(Entry(base, states.FAILED, error("invalid_arguments", call.problem)))
-        else:
-            try:
-                new = prepare(settings, tenant_id, checked, request)
-            except InvalidInput as exc:
-                found.append(Entry(base, states.FAILED,
-                                   error("invalid_arguments", exc.message, details={"errors": exc.errors})))
-                continue
-            found.append(Entry(new, initial_status(spec)))
-    return found
 
+    def entry(call: ToolCall) -> Entry:
+        checked = tools.get(call.name)
+        arguments, key = call.arguments or {}, f"{batch_id}:{call.call_id}"
+
+        def failed(spec: ToolSpec, problem: dict[str, Any]) -> Entry:
+            return Entry(NewCall(tenant_id=tenant_id, tool=spec, arguments=arguments, deadline_s=0.0,
+                                 trace_id=trace_id, call_id=call.call_id, idempotency_key=key,
+                                 metadata=dict(metadata or {}), webhook_url=webhook_url, batch_id=batch_id),
+                         states.FAILED, problem)
+
+        if checked is None:
+            return failed(unknown_tool(call.name), not_found_error(call.name, may_use))
+        if call.problem is not None:
+            return failed(checked.spec, error("invalid_arguments", call.problem))
+        request = CallRequest(tool=checked.spec.name, arguments=arguments, trace_id=trace_id, call_id=call.call_id,
+                              idempotency_key=key, metadata=dict(metadata or {}), webhook_url=webhook_url,
+                              batch_id=batch_id)
+        try:  # the batch's own key and fingerprint tell its replays apart: its calls need none of their own
+            new = prepare(settings, tenant_id, checked, request, fingerprinted=False)
+        except InvalidInput as exc:
+            return failed(checked.spec, error("invalid_arguments", exc.message, details={"errors": exc.errors}))
+        return Entry(new, initial_status(checked.spec))
+
+    return [entry(call) for call in calls]
 
 def results(receipts: Sequence[Receipt], limit: int) -> list[ToolResult]:
     """What the model reads for each terminal receipt, in order."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import queue
 import threading
@@ -23,8 +24,6 @@ from typing import Any
 import redis.asyncio as aioredis
 from celery import Celery
 from celery.utils.nodenames import anon_nodename
-from kombu.serialization import dumps as serialize
-from kombu.utils.json import dumps as envelope_json
 from kombu.utils.uuid import uuid
 
 from receipts.messages import EXECUTE_TASK, execute_call
@@ -163,14 +162,13 @@ class RedisPublisher:
     def command(self, receipt: Receipt) -> tuple[str, str]:
         """The Redis list and the message ``send_task`` would push for ``receipt`` (kombu's envelope)."""
         queue_name, (headers, properties, body, _) = task_message(self.app, receipt, self.grace_s)
-        content_type, content_encoding, payload = serialize(body, serializer="json")
-        message: dict[str, Any] = {
-            "body": base64.b64encode(payload.encode() if isinstance(payload, str) else payload).decode(),
-            "content-encoding": content_encoding,
-            "content-type": content_type,
+        message: dict[str, Any] = {  # kombu's json serializer, less its hooks for types these never hold
+            "body": base64.b64encode(json.dumps(body).encode()).decode(),
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
             "headers": headers,
             "properties": {**properties, "delivery_mode": 2,
                            "delivery_info": {"exchange": "", "routing_key": queue_name},
                            "priority": 0, "body_encoding": "base64", "delivery_tag": uuid()},
         }
-        return self.key_prefix + queue_name, envelope_json(message)
+        return self.key_prefix + queue_name, json.dumps(message)

@@ -73,11 +73,13 @@ def deadline_for(settings: Settings, spec: ToolSpec, timeout_s: float | None) ->
 
 
 def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: CallRequest, *,
-            request_body: dict[str, Any] | None = None) -> NewCall:
+            request_body: dict[str, Any] | None = None, fingerprinted: bool = True) -> NewCall:
     """The call to store for ``request`` to ``checked``'s tool.
 
     ``request_body`` is what a replay under the same idempotency key must repeat (by default the
-    request's own fields).
+    request's own fields). A call whose key the caller derived from a request it fingerprinted
+    itself (a batch's calls: the batch's key and hash decide its replays) is not fingerprinted
+    again (``fingerprinted=False``).
 
     Raises:
         InvalidInput: the arguments do not match the tool's schema (every violation, by field), or
@@ -88,7 +90,7 @@ def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: C
         raise InvalidInput(f"arguments do not match the schema of {request.tool!r}", errors=errors)
     spec = checked.spec
     request_hash = None
-    if request.idempotency_key is not None:
+    if request.idempotency_key is not None and fingerprinted:
         body = request_body if request_body is not None else {
             "tool": request.tool, "arguments": request.arguments, "trace_id": request.trace_id,
             "call_id": request.call_id, "metadata": request.metadata, "timeout_s": request.timeout_s,

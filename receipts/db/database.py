@@ -5,8 +5,9 @@ and two ways to run one: :meth:`Database.run` blocks (workers, the sweeper, the 
 :meth:`Database.arun` is awaited on an event loop (the gateway, the dispatcher), with no thread hop.
 
 Connections are autocommit: a single-statement operation costs one round trip, no BEGIN/COMMIT.
-Each keeps one binary cursor for all its statements (creating a cursor costs about as much as
-running a statement), and results come in binary format, which spares both ends formatting and
+Each keeps one binary raw-query cursor for all its statements (creating a cursor costs about as
+much as running a statement; each statement's placeholders are converted once, see
+:mod:`receipts.db.placeholders`), and results come in binary format, which spares both ends formatting and
 parsing timestamps and numbers as text. psycopg prepares a statement on the server once it has run a
 few times on a connection, so the hot statements are parsed and planned once per connection.
 
@@ -32,10 +33,11 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.pq import TransactionStatus
+from psycopg.pq import Format, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from receipts.db.operations import Announce, Op, Query, Steps, operation
+from receipts.db.placeholders import raw
 from receipts.errors import NotConfigured, Unavailable
 from receipts.settings import Settings
 
@@ -81,8 +83,10 @@ class StatementConnection(psycopg.Connection[Any]):
     last_used = 0.0  # never used: pinged on its first use, since the pool may have opened it long before
 
     @cached_property
-    def statement_cursor(self) -> psycopg.Cursor[Any]:
-        return self.cursor(binary=True)
+    def statement_cursor(self) -> psycopg.RawCursor[Any]:
+        cursor = psycopg.RawCursor(self)  # $n placeholders: see receipts.db.placeholders
+        cursor.format = Format.BINARY
+        return cursor
 
     @staticmethod
     def check(conn: StatementConnection) -> None:
@@ -106,8 +110,10 @@ class AsyncStatementConnection(psycopg.AsyncConnection[Any]):
     last_used = 0.0
 
     @cached_property
-    def statement_cursor(self) -> psycopg.AsyncCursor[Any]:
-        return self.cursor(binary=True)
+    def statement_cursor(self) -> psycopg.AsyncRawCursor[Any]:
+        cursor = psycopg.AsyncRawCursor(self)
+        cursor.format = Format.BINARY
+        return cursor
 
     @staticmethod
     async def check(conn: AsyncStatementConnection) -> None:
@@ -236,7 +242,7 @@ class Database:
                 announced.append(step)
                 continue
             try:
-                cursor.execute(step.sql, step.params)  # type: ignore[arg-type]
+                cursor.execute(*raw(step.sql, step.params))
             except psycopg.OperationalError:
                 raise
             except psycopg.Error as exc:  # e.g. a constraint: thrown into the operation, which may handle it
@@ -311,7 +317,7 @@ class Database:
                 announced.append(step)
                 continue
             try:
-                await cursor.execute(step.sql, step.params)  # type: ignore[arg-type]
+                await cursor.execute(*raw(step.sql, step.params))
             except psycopg.OperationalError:
                 raise
             except psycopg.Error as exc:
