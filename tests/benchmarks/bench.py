@@ -12,7 +12,8 @@ removes all of it again (each section is a function ``(Run) -> dict`` in :data:`
 * ``round_trips``: SQL and Redis round trips per call, through counting proxies (not timed);
 * ``webhooks``: webhook deliveries by the worker's dispatcher against a bare aiohttp client;
 * ``dev``: ``toolrelay dev`` on the whole path against the same bare Celery;
-* ``scale``: one gateway on ``--scale-rows`` receipts against one on a near-empty table.
+* ``scale``: one gateway on ``--scale-rows`` receipts against one on a near-empty table;
+* ``agents``: a batch of 8 calls against single submits, and the run loop's own time per iteration.
 
 Everything started is stopped, and every database dropped, on exit, error or Ctrl-C.
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.benchmarks import profiles
+from tests.benchmarks.agents import agents_section
 from tests.benchmarks.dev_mode import dev_section
 from tests.benchmarks.drains import workers_section
 from tests.benchmarks.gateway_rates import gateway_section
@@ -50,6 +52,7 @@ SECTIONS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "webhooks": webhooks_section,
     "dev": dev_section,
     "scale": scale_section,
+    "agents": agents_section,
 }
 
 
@@ -60,7 +63,7 @@ def selected(args: argparse.Namespace) -> list[str]:
     if unknown:
         raise SystemExit(f"unknown section(s): {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     skipped = {"round_trips": args.round_trips == 0, "webhooks": args.webhooks == 0, "scale": args.scale_rows == 0,
-               "dev": args.dev_rounds == 0 and args.low_load_calls == 0}
+               "dev": args.dev_rounds == 0 and args.low_load_calls == 0, "agents": args.agent_runs == 0}
     return [name for name in SECTIONS if name in names and not skipped.get(name, False)]
 
 
@@ -80,6 +83,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale-latency-reads", type=int, default=2000, help="scale: reads one at a time")
     parser.add_argument("--scale-posts", type=int, default=10000, help="scale: POSTs, each side")
     parser.add_argument("--dev-rounds", type=int, default=3, help="dev: paired rounds")
+    parser.add_argument("--agent-batches", type=int, default=200, help="agents: batches of 8 one at a time")
+    parser.add_argument("--agent-runs", type=int, default=50, help="agents: runs one at a time (0: skip)")
     parser.add_argument("--webhooks", type=int, default=2000, help="webhook messages to deliver (0: skip)")
     parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
     parser.add_argument("--log-level", default="INFO", help="TOOLRELAY_LOG_LEVEL of gateway and worker")

@@ -144,9 +144,21 @@ def webhook_rows(w: dict[str, Any]) -> list[Row]:
              f"{w['dispatcher']['attempts_logged']} / {signatures['verified']} / {signatures['bad']}", "")]
 
 
+def agent_rows(a: dict[str, Any]) -> list[Row]:
+    batches, loop = a["batches"], a["loop"]
+    batch_cpu = batches["batch_accept"]["gateway_cpu_ms_per_request"]
+    single_cpu = batches["single_accept"]["gateway_cpu_ms_per_request"]
+    return [("batch of 8: round trip p50/p99 ms", _pair(batches["round_trip"]), ""),
+            ("gateway CPU ms: batch of 8 / 2 single submits", f"{batch_cpu:.2f} / {2 * single_cpu:.2f}",
+             "batch < 2 singles"),
+            ("batches not completed", str(batches["not_completed"]), "0"),
+            ("run loop: toolrelay ms per iteration p50/p99", _pair(loop["per_iteration"]), "milliseconds"),
+            ("runs not success", str(loop["failed"]), "0")]
+
+
 ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "headline": headline_rows, "gateway": gateway_rows, "scale": scale_rows, "dev": dev_rows,
-    "workers": workers_rows, "round_trips": round_trip_rows, "webhooks": webhook_rows,
+    "workers": workers_rows, "round_trips": round_trip_rows, "webhooks": webhook_rows, "agents": agent_rows,
 }
 
 
