@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -51,6 +52,13 @@ api_keys = Table(
     Column("prefix", String(16), nullable=False),
     Column("created_at", Timestamp, nullable=False),
     Column("revoked_at", Timestamp, nullable=True),
+    # Scopes (migration 0006): the tools the key may use (NULL: every tool of its tenant), whether it
+    # may only read, when it stops working; and when it was last used (to about a minute).
+    Column("tools", ARRAY(Text), nullable=True),
+    Column("read_only", Boolean, nullable=False, server_default=false()),
+    Column("expires_at", Timestamp, nullable=True),
+    Column("last_used_at", Timestamp, nullable=True),
+    Index("ix_api_keys_tenant", "tenant_id"),
 )
 
 # The catalogue. tenant_id "*" marks a tool published by workers for every tenant.
@@ -114,6 +122,9 @@ receipts = Table(
     # call waiting for one keeps its deadline's length in deadline_s, counted again from the approval.
     Column("approval", Json, nullable=True),
     Column("deadline_s", Float, nullable=True),
+    # The call's secret arguments (schema properties marked writeOnly or format password), encrypted
+    # with TOOLRELAY_SECRET_KEY; ``input`` holds them masked. Only a worker's claim reads it (migration 0006).
+    Column("secret_input", Text, nullable=True),
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
     Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
     Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),
