@@ -3,14 +3,15 @@
 :func:`entries` turns each call into what the store inserts: a call to run (pending, or waiting for
 a client-run tool), or, for what the model got wrong, a receipt that starts ``failed`` with an
 error the model can act on: arguments that are not a JSON object (``invalid_arguments``), a tool
-it may not call or that does not exist (``not_found``, naming the tools it may use), arguments that
-fail the schema (``invalid_arguments``, every error by field). :func:`render` writes the messages
-once every call is terminal, in the batch's format and the calls' order.
+that does not exist (``not_found``) or that the caller's key may not use (``forbidden``), both
+naming the tools it may use, arguments that fail the schema (``invalid_arguments``, every error by
+field, none repeating a secret). :func:`render` writes the messages once every call is terminal,
+in the batch's format and the calls' order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from agents.calls import ToolCall, ToolResult
@@ -40,11 +41,19 @@ def not_found_error(name: str, names: Sequence[str]) -> dict[str, Any]:
                  details={"tools": sorted(names)[:MAX_LISTED_TOOLS]})
 
 
+def forbidden_error(name: str, names: Sequence[str]) -> dict[str, Any]:
+    listed = ", ".join(sorted(names)[:MAX_LISTED_TOOLS]) or "none"
+    return error("forbidden", f"the tool {name!r} may not be called here; the tools you may call are: {listed}",
+                 details={"tools": sorted(names)[:MAX_LISTED_TOOLS]})
+
+
 def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str, calls: Sequence[ToolCall],
             tools: Mapping[str, CheckedTool], may_use: Sequence[str], metadata: dict[str, Any] | None = None,
-            webhook_url: str | None = None) -> list[Entry]:
+            webhook_url: str | None = None, forbidden: Collection[str] = ()) -> list[Entry]:
     """The store's entries for ``calls``, in order. ``tools`` has the checked tool of each called name the
-    model may call (a name missing from it is not found); ``may_use`` names every tool it may call.
+    model may call (a name missing from it is not found); ``may_use`` names every tool it may call;
+    a name in ``forbidden`` is outside what the caller may use (the API key's scope): its call starts
+    failed with ``forbidden``, whether or not such a tool exists.
 
     Each receipt's idempotency key is derived from the batch and the model's call id, so a batch
     opened again under its key never makes a second receipt for a call.
@@ -55,11 +64,16 @@ def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str,
         arguments, key = call.arguments or {}, f"{batch_id}:{call.call_id}"
 
         def failed(spec: ToolSpec, problem: dict[str, Any]) -> Entry:
-            return Entry(NewCall(tenant_id=tenant_id, tool=spec, arguments=arguments, deadline_s=0.0,
+            # A call that starts failed never runs: its input is kept with any secret masked, and nothing else.
+            shown = checked.masked(arguments) if checked is not None else arguments
+            return Entry(NewCall(tenant_id=tenant_id, tool=spec, arguments=shown, deadline_s=0.0,
                                  trace_id=trace_id, call_id=call.call_id, idempotency_key=key,
                                  metadata=dict(metadata or {}), webhook_url=webhook_url, batch_id=batch_id),
                          states.FAILED, problem)
 
+        if call.name in forbidden:
+            return failed(checked.spec if checked is not None else unknown_tool(call.name),
+                          forbidden_error(call.name, may_use))
         if checked is None:
             return failed(unknown_tool(call.name), not_found_error(call.name, may_use))
         if call.problem is not None:

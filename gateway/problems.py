@@ -29,6 +29,7 @@ TITLES = {
     413: "Content Too Large",
     415: "Unsupported Media Type",
     422: "Unprocessable Content",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -121,7 +122,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(SecretKeyMissing)
     async def _no_secret_key(_: Request, exc: SecretKeyMissing) -> JSONResponse:
         return problem_response(503, "TOOLRELAY_SECRET_KEY is not set: secrets (webhook signing secrets, "
-                                     "integration setups, credential headers) cannot be stored or read")
+                                     "integration setups, credential headers, secret arguments of a call) "
+                                     "cannot be stored or read")
 
     @app.exception_handler(SecretUnreadable)
     async def _unreadable(_: Request, exc: SecretUnreadable) -> JSONResponse:

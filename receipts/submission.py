@@ -4,6 +4,10 @@ One function for every way in: ``POST /v1/tool-calls``, the calls of a batch, an
 calls, and the ``tool_calls_create`` system tool. It checks the arguments against the tool's JSON
 Schema, works out the call's deadline, and fingerprints the request for its idempotency key; the
 caller looks the tool up, stores the call (:func:`receipts.store.calls.create`) and publishes it.
+
+Secrets in the arguments (:mod:`receipts.secret_arguments`) leave here masked in the call's
+``arguments`` and encrypted in its ``secret_input``; without ``TOOLRELAY_SECRET_KEY`` a call that
+carries one is refused (:class:`~receipts.secretbox.SecretKeyMissing`), since it could not be stored.
 """
 
 from __future__ import annotations
@@ -16,27 +20,36 @@ from jsonschema import Draft202012Validator
 from receipts import states
 from receipts.errors import InvalidInput
 from receipts.records import ToolSpec
+from receipts.secret_arguments import SecretFields, fingerprint_part
+from receipts.secretbox import SecretBox
 from receipts.settings import Settings
 from receipts.store.calls import NewCall, fingerprint
 
 
 @dataclass(frozen=True)
 class CheckedTool:
-    """A catalogue entry with its compiled argument validator."""
+    """A catalogue entry with its compiled argument validator, and where its schema puts secrets."""
 
     spec: ToolSpec
     validator: Draft202012Validator
+    secrets: SecretFields | None = None
 
     @classmethod
     def of(cls, spec: ToolSpec) -> CheckedTool:
-        return cls(spec, Draft202012Validator(spec.parameters))
+        return cls(spec, Draft202012Validator(spec.parameters), SecretFields.of(spec.parameters))
 
     def errors(self, arguments: Any, prefix: str = "arguments") -> list[dict[str, str]]:
-        """Every schema violation as ``{field, message}``, fields prefixed with ``prefix``."""
+        """Every schema violation as ``{field, message}``, fields prefixed with ``prefix``; none repeats a secret."""
         found = []
         for err in sorted(self.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path))):
             found.append({"field": ".".join([prefix, *map(str, err.absolute_path)]), "message": err.message})
+        if found and self.secrets is not None:
+            found = self.secrets.hide_in_errors(arguments, found, prefix)
         return found
+
+    def masked(self, arguments: Any) -> Any:
+        """``arguments`` as a receipt may show them: every secret masked."""
+        return arguments if self.secrets is None else self.secrets.mask(arguments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,33 +90,44 @@ def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: C
     """The call to store for ``request`` to ``checked``'s tool.
 
     ``request_body`` is what a replay under the same idempotency key must repeat (by default the
-    request's own fields). A call whose key the caller derived from a request it fingerprinted
-    itself (a batch's calls: the batch's key and hash decide its replays) is not fingerprinted
-    again (``fingerprinted=False``).
+    request's own fields). Its ``arguments`` are fingerprinted with their secrets masked and a keyed
+    hash of the secrets beside them, so the stored hash tells nothing about a secret. A call whose
+    key the caller derived from a request it fingerprinted itself (a batch's calls: the batch's key
+    and hash decide its replays) is not fingerprinted again (``fingerprinted=False``).
 
     Raises:
         InvalidInput: the arguments do not match the tool's schema (every violation, by field), or
             the timeout is out of range.
+        SecretKeyMissing: the arguments carry a secret and TOOLRELAY_SECRET_KEY is not set.
     """
     errors = checked.errors(request.arguments)
     if errors:
         raise InvalidInput(f"arguments do not match the schema of {request.tool!r}", errors=errors)
     spec = checked.spec
+    deadline_s = deadline_for(settings, spec, request.timeout_s)
+    arguments, secret_input, secret_hash = request.arguments, None, None
+    if checked.secrets is not None:
+        split = checked.secrets.split(request.arguments)
+        if split.secrets:
+            box = SecretBox(settings.secret_key)
+            arguments = split.masked
+            secret_input = box.encrypt_json([[list(path), value] for path, value in split.secrets])
+            secret_hash = fingerprint_part(settings.secret_key, split.secrets)
     request_hash = None
     if request.idempotency_key is not None and fingerprinted:
         body = request_body if request_body is not None else {
-            "tool": request.tool, "arguments": request.arguments, "trace_id": request.trace_id,
-            "call_id": request.call_id, "metadata": request.metadata, "timeout_s": request.timeout_s,
-            "webhook_url": request.webhook_url}
+            "tool": request.tool, "trace_id": request.trace_id, "call_id": request.call_id,
+            "metadata": request.metadata, "timeout_s": request.timeout_s, "webhook_url": request.webhook_url}
+        body = {**body, "arguments": arguments, "secrets": secret_hash}
         request_hash = fingerprint({k: v for k, v in body.items() if v is not None})
     approval_timeout_s = None
     if spec.requires_approval:
         approval_timeout_s = spec.approval_timeout_s or settings.approval_timeout_s
-    return NewCall(tenant_id=tenant_id, tool=spec, arguments=request.arguments,
-                   deadline_s=deadline_for(settings, spec, request.timeout_s), trace_id=request.trace_id,
-                   call_id=request.call_id, parent_id=request.parent_id, idempotency_key=request.idempotency_key,
-                   request_hash=request_hash, metadata=request.metadata, webhook_url=request.webhook_url,
-                   batch_id=request.batch_id, approval_timeout_s=approval_timeout_s)
+    return NewCall(tenant_id=tenant_id, tool=spec, arguments=arguments, deadline_s=deadline_s,
+                   trace_id=request.trace_id, call_id=request.call_id, parent_id=request.parent_id,
+                   idempotency_key=request.idempotency_key, request_hash=request_hash, metadata=request.metadata,
+                   webhook_url=request.webhook_url, batch_id=request.batch_id, secret_input=secret_input,
+                   approval_timeout_s=approval_timeout_s)
 
 
 def initial_status(spec: ToolSpec) -> str:

@@ -80,7 +80,7 @@ class WorkerServices:
             kinds.update(self._kinds(self))
         s = self.settings
         return Executor(self.db, kinds, self.app, backoff=Backoff(s.retry_initial_s, s.retry_factor, s.retry_max_s),
-                        lease_grace_s=s.lease_grace_s)
+                        lease_grace_s=s.lease_grace_s, secret_key=s.secret_key)
 
     def publish_catalogue(self) -> None:
         """Tell the catalogue which tools this worker runs (with the queue that serves each)."""

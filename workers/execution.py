@@ -7,6 +7,10 @@ The flow of one attempt (DESIGN.md, guarantees 2, 3 and 5)::
     success                -> finish(success)            WHERE attempt = this attempt
     retryable, retry-safe  -> retry_later(pending, due)  WHERE attempt = this attempt
     anything else          -> finish(failed)             WHERE attempt = this attempt
+
+A call's secret arguments come with its claim, encrypted: they are merged back into the arguments
+the tool gets, and masked out of what it returns or raises before anything is written or logged
+(:mod:`receipts.secret_arguments`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -26,6 +31,8 @@ from receipts import states
 from receipts.db import Database
 from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute, publish_run
 from receipts.records import Receipt
+from receipts.secret_arguments import reveal, scrub
+from receipts.secretbox import SecretBox, SecretKeyMissing, SecretUnreadable
 from receipts.store import calls
 from receipts.store.calls import Lease, Result, error
 from workers.backoff import Backoff
@@ -89,8 +96,9 @@ class Executor:
     """Runs receipts. One per worker process; every dependency is passed in."""
 
     def __init__(self, db: Database, kinds: Mapping[str, KindRunner], sender: TaskSender, *,
-                 backoff: Backoff, lease_grace_s: float, runner: Runner | None = None) -> None:
+                 backoff: Backoff, lease_grace_s: float, runner: Runner | None = None, secret_key: str = "") -> None:
         self.db = db
+        self.secret_key = secret_key
         self.kinds = kinds
         self.sender = sender
         self.backoff = backoff
@@ -119,16 +127,20 @@ class Executor:
         timeout = min(receipt.timeout_s, lease.time_left_s)
         context = ToolContext(receipt_id=receipt.id, tenant_id=receipt.tenant_id, trace_id=receipt.trace_id,
                               attempt=receipt.attempt, deadline_at=receipt.deadline_at, timeout_s=timeout)
+        secrets: list[Any] = []
         try:
+            secrets = self._secrets(lease)
             kind = self.kinds.get(receipt.kind)
             if kind is None:
                 raise ToolFailure(f"this worker cannot run tools of kind {receipt.kind!r}")
-            result = self.runner.run(kind.prepare(receipt, context), timeout)
-            outcome = Result(states.SUCCESS, output=json_output(result))
+            given = replace(receipt, input=reveal(receipt.input, secrets)) if secrets else receipt
+            result = self.runner.run(kind.prepare(given, context), timeout)
+            outcome = Result(states.SUCCESS, output=scrub(json_output(result), secrets))
         except PartialSuccess as exc:
-            outcome = Result(states.PARTIALLY_SUCCEEDED, output=json_output(exc.output), error=failure_error(exc))
+            outcome = Result(states.PARTIALLY_SUCCEEDED, output=scrub(json_output(exc.output), secrets),
+                             error=scrub(failure_error(exc), secrets))
         except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
-            return self._failed(lease, started, exc)
+            return self._failed(lease, started, exc, secrets)
         recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, outcome, actor=self.actor))
         self._log_fenced(receipt, recorded)
         self._complete_batch(recorded)
@@ -136,9 +148,25 @@ class Executor:
                  (time.monotonic() - started) * 1000)
         return recorded
 
-    def _failed(self, lease: Lease, started: float, exc: BaseException) -> Receipt | None:
+    def _secrets(self, lease: Lease) -> list[Any]:
+        """The call's secret arguments, ``[path, value]`` pairs (none for most calls).
+
+        Raises:
+            ToolError: they cannot be read here (no TOOLRELAY_SECRET_KEY, or another one).
+        """
+        if lease.secret_input is None:
+            return []
+        try:
+            return list(SecretBox(self.secret_key).decrypt_json(lease.secret_input))
+        except SecretKeyMissing:
+            raise ToolError("the call has secret arguments and this worker has no TOOLRELAY_SECRET_KEY") from None
+        except SecretUnreadable:
+            raise ToolError("the call's secret arguments cannot be decrypted (was TOOLRELAY_SECRET_KEY changed?)"
+                            ) from None
+
+    def _failed(self, lease: Lease, started: float, exc: BaseException, secrets: list[Any]) -> Receipt | None:
         receipt = lease.receipt
-        err = failure_error(exc)
+        err = scrub(failure_error(exc), secrets)
         delay = self.backoff.delay(receipt.attempt, err["retry_after_ms"])
         time_left = lease.time_left_s - (time.monotonic() - started)
         if err["retryable"] and receipt.retry_safe and receipt.attempt < receipt.max_attempts and delay < time_left:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,7 @@ class NewCall:
     webhook_url: str | None = None
     batch_id: str | None = None
     approval_timeout_s: float | None = None  # set: the call waits this long for a person's approval
+    secret_input: str | None = None  # the secret arguments, encrypted (``arguments`` has them masked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +80,12 @@ class Result:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """A claimed attempt: the receipt as claimed, and how long its call has left (database time)."""
+    """A claimed attempt: the receipt as claimed, how long its call has left (database time), and its
+    secret arguments, encrypted (the receipt's ``input`` has them masked; only a claim reads them)."""
 
     receipt: Receipt
     time_left_s: float
+    secret_input: str | None = None
 
 
 def error(code: str, message: str, *, retryable: bool = False, retry_after_ms: int | None = None,
@@ -127,6 +131,7 @@ def insert_params(entries: list[Entry]) -> dict[str, Any]:
             "timeout_s": spec.timeout_s, "queue": spec.queue, "deadline_s": call.deadline_s,
             "batch_id": call.batch_id,
             "approval_timeout_s": call.approval_timeout_s if entry.status == states.WAITING else None,
+            "secret_input": call.secret_input,
         })
     return {"rows": Jsonb(rows)}
 
@@ -208,7 +213,7 @@ def claim(receipt_id: str, *, lease_s: float, actor: str) -> Steps[Lease | None]
                                  actor=actor)
     if row is None:
         return None
-    return Lease(Receipt.from_values(row), row[-2])
+    return Lease(Receipt.from_values(row), row[-2], row[-3])
 
 
 @operation
@@ -322,8 +327,9 @@ def get(tenant_id: str, receipt_id: str) -> Steps[Receipt]:
 @operation
 def list_receipts(tenant_id: str, *, trace_id: str | None = None, status: str | None = None,
                   tool: str | None = None, parent_id: str | None = None, limit: int = 50,
-                  cursor: str | None = None) -> Steps[Page]:
-    """Newest first, ``limit`` at a time; ``next_cursor`` continues where the page ended.
+                  cursor: str | None = None, tools: Collection[str] | None = None) -> Steps[Page]:
+    """Newest first, ``limit`` at a time; ``next_cursor`` continues where the page ended. With ``tools``,
+    only the receipts of those tools (an API key's scope).
 
     Raises:
         InvalidCursor: ``cursor`` is not a ``next_cursor`` of this list.
@@ -334,7 +340,10 @@ def list_receipts(tenant_id: str, *, trace_id: str | None = None, status: str | 
     params: dict[str, Any] = {"tenant_id": tenant_id, "limit": limit + 1, **{k: values[k] for k in filters}}
     if position is not None:
         params["before_id"] = position[0]
-    rows = yield Query(sql.list_sql(filters, after=position is not None), params, fetch="all")
+    if tools is not None:
+        params["tools"] = sorted(tools)
+    rows = yield Query(sql.list_sql(filters, after=position is not None, scoped=tools is not None), params,
+                       fetch="all")
     return cursors.page(LIST_KIND, [Receipt.from_values(row) for row in rows[:limit]], lambda r: (r.id,),
                         more=len(rows) > limit)
 

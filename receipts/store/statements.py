@@ -112,6 +112,7 @@ NEW_CALL = (
     ("max_attempts", "int"), ("idempotency_key", "text"), ("request_hash", "text"), ("metadata", "jsonb"),
     ("webhook_url", "text"), ("effect", "text"), ("idempotent", "bool"), ("timeout_s", "float8"),
     ("queue", "text"), ("deadline_s", "float8"), ("batch_id", "text"), ("approval_timeout_s", "float8"),
+    ("secret_input", "text"),
 )
 # A call that needs a person's approval waits for it until its approval times out (its deadline_at
 # meanwhile); once approved, its own deadline runs from then (deadline_s).
@@ -124,12 +125,12 @@ _APPROVAL = f"""CASE WHEN u.approval_timeout_s IS NOT NULL THEN jsonb_build_obje
 def insert(where: str = "") -> str:
     """The INSERT of new calls (``where``: a condition on their row ``u``, e.g. that their batch is new)."""
     return f"""
-INSERT INTO receipts ({COLUMNS})
+INSERT INTO receipts ({COLUMNS}, secret_input)
 SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, u.status, u.input, NULL, u.error, 0,
        u.max_attempts, u.idempotency_key, u.request_hash, u.metadata, u.webhook_url, u.effect, u.idempotent,
        u.timeout_s, u.queue, now(), now(), NULL, CASE WHEN u.status IN {_in(states.TERMINAL)} THEN now() END,
        now() + make_interval(secs => coalesce(u.approval_timeout_s, u.deadline_s)), now(),
-       CASE WHEN u.status = 'pending' THEN now() END, NULL, u.batch_id, {_APPROVAL}, u.deadline_s
+       CASE WHEN u.status = 'pending' THEN now() END, NULL, u.batch_id, {_APPROVAL}, u.deadline_s, u.secret_input
 FROM jsonb_to_recordset(%(rows)s) AS u({", ".join(f"{name} {kind}" for name, kind in NEW_CALL)})
 {where}
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -145,13 +146,14 @@ INSERT = insert()
 # backlog was long. This way the primary key is the only path to the row.
 #
 # A claim also returns how long the call has left (the deadline minus the database's now()), so the
-# worker sizes the attempt's timeout without reading its own clock.
+# worker sizes the attempt's timeout without reading its own clock, and the call's encrypted secret
+# arguments (no other statement reads them).
 CLAIM = f"""
 UPDATE receipts SET status = 'running', updated_at = now(), attempt = attempt + 1,
        lease_expires_at = now() + make_interval(secs => %(lease_s)s), started_at = now()
 WHERE id = %(id)s
   AND (status = 'pending' AND available_at <= now() + interval '1 second' AND deadline_at > now()) IS TRUE
-{RETURNING}, 'pending'::text AS before_status,
+{RETURNING}, 'pending'::text AS before_status, secret_input,
           extract(epoch FROM deadline_at - now())::float8 AS time_left_s"""
 
 FINISH = f"""
@@ -222,9 +224,12 @@ ORDER BY e.id"""
 LIST_FILTERS = ("trace_id", "status", "tool", "parent_id")
 
 
-def list_sql(filters: tuple[str, ...], *, after: bool) -> str:
-    """A tenant's receipts newest first, with equality ``filters`` (names of :data:`LIST_FILTERS`)."""
+def list_sql(filters: tuple[str, ...], *, after: bool, scoped: bool = False) -> str:
+    """A tenant's receipts newest first, with equality ``filters`` (names of :data:`LIST_FILTERS`), and
+    when ``scoped`` only those of the tools in the ``tools`` parameter (an API key's scope)."""
     conditions = ["tenant_id = %(tenant_id)s", *(f"{name} = %({name})s" for name in filters)]
+    if scoped:
+        conditions.append("tool = ANY(%(tools)s)")
     if after:
         conditions.append("id < %(before_id)s")
     return f"SELECT {COLUMNS} FROM receipts WHERE {' AND '.join(conditions)} ORDER BY id DESC LIMIT %(limit)s"

@@ -21,6 +21,7 @@ from receipts.db import Database
 from receipts.errors import InvalidInput, NotFound
 from receipts.messages import TaskSender, publish_execute
 from receipts.records import Receipt, ToolSpec
+from receipts.secretbox import SecretKeyMissing
 from receipts.settings import Settings
 from receipts.store import calls
 from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
@@ -136,6 +137,9 @@ class SystemKind:
             call = prepare(self.settings, receipt.tenant_id, CheckedTool.of(spec), request)
         except InvalidInput as exc:
             raise InvalidArguments(exc.message, details={"errors": exc.errors}) from None
+        except SecretKeyMissing:
+            raise ToolError(f"{name!r} is called with secret arguments, which cannot be stored without "
+                            "TOOLRELAY_SECRET_KEY") from None
         child, _replayed = self.db.run(calls.create(call, status=initial_status(spec), actor=f"system:{receipt.id}"))
         if child.status == states.PENDING:
             # Also on a replay: the first attempt may have died before publishing; a duplicate

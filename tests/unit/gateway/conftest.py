@@ -81,7 +81,7 @@ class Gateway:
 @contextmanager
 def running_gateway(db: Database, **settings: Any) -> Iterator[Gateway]:
     """The app on ``db`` (with its async pool and listener, opened by its lifespan), two tenants, the test tools."""
-    app_settings = Settings(database_url=db.url, secret_key="unit-test-secret", **settings)
+    app_settings = Settings(**{"database_url": db.url, "secret_key": "unit-test-secret", **settings})
     sender = RecordingSender()
     db.run(catalogue.publish(TOOLS))
     key = db.run(tenants.create_key("acme"))

@@ -65,7 +65,7 @@ class Worker:
         kinds: dict[str, KindRunner] = {"api_call": ApiCallKind(db, settings, guard_clients),
                                         "integration": self.integration, "system": self.system}
         self.executor = Executor(db, kinds, self.sender, backoff=Backoff(0.2, 2.0, 1.0, jitter=0.0),
-                                 lease_grace_s=2.0, runner=Runner())
+                                 lease_grace_s=2.0, runner=Runner(), secret_key=settings.secret_key)
         self.integration.publish()
         self.system.publish()
         self.tenant = db.run(tenants.ensure("acme")).id
