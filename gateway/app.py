@@ -64,6 +64,8 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
         if listener is not None:
             await listener.aclose()
         await db.close_async()
+        if services.buckets is not None:
+            await services.buckets.aclose()
         if isinstance(publisher, RedisPublisher):
             await publisher.aclose()
         elif publisher is not None:

@@ -20,7 +20,7 @@ from receipts import states
 from receipts.catalogue import tools as catalogue
 from receipts.errors import NotFound
 from receipts.ids import new_id
-from receipts.records import Batch, Receipt, Tenant
+from receipts.records import Batch, Caller, Receipt
 from receipts.store import batches
 from receipts.store.batches import NewBatch
 from receipts.store.calls import fingerprint
@@ -40,13 +40,16 @@ def batch_key(header_key: str | None, trace_id: str | None, call_ids: list[str])
     return f"trace:{trace_id[:200]}:{digest}"
 
 
-async def accept_batch(services: Services, tenant: Tenant, body: BatchRequest,
+async def accept_batch(services: Services, caller: Caller, body: BatchRequest,
                        header_key: str | None) -> tuple[Batch, list[Receipt], bool]:
     """Open the batch of ``body``'s calls and publish those to run: ``(batch, receipts, replayed)``.
 
     Only a malformed envelope is refused (422); what the model got wrong inside it becomes a failed
     receipt and a message it can act on. All receipts are inserted in one transaction with the batch.
+    A call to a tool outside the key's scope is such a mistake: its receipt starts failed with
+    ``forbidden``, and the message names the tools the key may use (those alone).
     """
+    tenant = caller.tenant
     try:
         calls = FORMATS[body.format].calls(body.message)
     except MalformedMessage as exc:
@@ -58,16 +61,20 @@ async def accept_batch(services: Services, tenant: Tenant, body: BatchRequest,
         await run_in_threadpool(check_url, services, body.webhook_url, field="webhook_url")  # DNS: off the loop
         await check_default_secret(services, tenant)
     tools: dict[str, CheckedTool] = {}
-    for name in dict.fromkeys(call.name for call in calls):
+    names = set(dict.fromkeys(call.name for call in calls))
+    forbidden = {name for name in names if not caller.may_use(name)}
+    for name in names - forbidden:
         with contextlib.suppress(NotFound):  # the model named a tool that does not exist: its receipt says so
             tools[name] = await services.tools.get(tenant.id, name)
     may_use = list(tools)
-    if len(tools) < len({call.name for call in calls}):  # someone is told which tools exist
-        may_use = [spec.name for spec in await services.db.arun(catalogue.list_tools(tenant.id))]
+    if len(tools) < len(names):  # someone is told which tools they may call
+        specs = await services.db.arun(catalogue.list_tools(tenant.id))
+        may_use = [spec.name for spec in caller.visible(specs)]
     trace_id = body.trace_id or new_id("trace")
     batch_id = new_id("batch")
     entries = agent_batches.entries(services.settings, tenant.id, batch_id=batch_id, trace_id=trace_id, calls=calls,
-                                    tools=tools, may_use=may_use, metadata=body.metadata, webhook_url=body.webhook_url)
+                                    tools=tools, may_use=may_use, metadata=body.metadata, webhook_url=body.webhook_url,
+                                    forbidden=forbidden)
     request = body.model_dump(include={"format", "message", "max_result_chars", "metadata", "webhook_url"})
     new = NewBatch(id=batch_id, tenant_id=tenant.id, trace_id=trace_id, format=body.format,
                    idempotency_key=batch_key(header_key, body.trace_id, [call.call_id for call in calls]),

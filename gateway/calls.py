@@ -13,7 +13,7 @@ from gateway.services import Services
 from gateway.webhook_urls import check_url
 from receipts import states
 from receipts.errors import InvalidInput, NotFound
-from receipts.records import Receipt, Tenant
+from receipts.records import Caller, Receipt, Tenant
 from receipts.store import calls
 from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
 from receipts.webhooks.endpoints import has_default_secret
@@ -41,9 +41,19 @@ async def lookup_tool(services: Services, tenant_id: str, name: str, field: str 
         raise Problem.invalid(field, f"no tool named {name!r}; see GET /v1/tools", f"unknown tool {name!r}") from None
 
 
-async def accept(services: Services, tenant: Tenant, body: ToolCallRequest,
+def check_scope(caller: Caller, tool: str) -> None:
+    """403 when the caller's key is limited to other tools (whether or not ``tool`` exists)."""
+    if not caller.may_use(tool):
+        allowed = ", ".join(sorted(caller.tools or ()))
+        raise Problem(403, f"this API key may not call {tool!r}; it is limited to: {allowed}",
+                      errors=[{"field": "tool", "message": "outside this API key's tools"}])
+
+
+async def accept(services: Services, caller: Caller, body: ToolCallRequest,
                  header_key: str | None) -> tuple[Receipt, bool]:
     """``POST /v1/tool-calls``: the HTTP body as a :class:`CallRequest`, submitted; ``(receipt, replayed)``."""
+    tenant = caller.tenant
+    check_scope(caller, body.tool)
     key = idempotency_key_of(body, header_key)
     checked = await lookup_tool(services, tenant.id, body.tool)
     request = CallRequest(tool=body.tool, arguments=body.arguments, trace_id=body.trace_id, call_id=body.call_id,

@@ -1,18 +1,31 @@
-"""FastAPI dependencies: the services of this app and the calling tenant."""
+"""FastAPI dependencies: the services of this app, and who is calling.
+
+* ``CallerDep``: the caller (its tenant and its key's scopes), for routes that apply the key's tool
+  scope themselves: submitting, batches, receipts, the catalogue.
+* ``TenantDep``: the caller's tenant, for routes that act on the whole tenant (defining tools,
+  webhook endpoints and secrets, integration setups): a key limited to some tools gets 403 there,
+  as on any route that did not opt in to scoped keys by taking ``CallerDep``.
+
+Both refuse a read-only key (403) on anything but GET, HEAD and OPTIONS: every API route that changes
+something takes another method, so a new route cannot forget the check.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
 
-from gateway.auth import UNAUTHORIZED, bearer_key
+from gateway.auth import authenticate
 from gateway.problems import Problem
 from gateway.services import Services
-from receipts.records import Tenant
+from receipts.records import Caller, Tenant
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def services_of(request: Request) -> Services:
+def services_of(request: HTTPConnection) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
 
 
@@ -21,12 +34,29 @@ async def get_services(request: Request) -> Services:
     return services_of(request)
 
 
-async def get_tenant(request: Request) -> Tenant:
-    tenant = await services_of(request).keys.lookup(bearer_key(request))
-    if tenant is None:
-        raise Problem(401, "invalid API key", headers=UNAUTHORIZED)
-    return tenant
+async def caller_of(request: HTTPConnection) -> Caller:
+    """The caller of a request to this app (any route or mounted app), its key checked and rate-limited.
+
+    Raises:
+        Problem: 401 for a missing, unknown, revoked or expired key; 429 over the key's rate limit.
+    """
+    services = services_of(request)
+    return await authenticate(services.keys, services.buckets, request)
+
+
+async def get_caller(request: Request) -> Caller:
+    caller = await caller_of(request)
+    if caller.read_only and request.method not in SAFE_METHODS:
+        raise Problem(403, "this API key is read-only: it may read, but not submit, cancel, define or change anything")
+    return caller
+
+
+async def get_tenant(caller: Annotated[Caller, Depends(get_caller)]) -> Tenant:
+    if caller.scoped:
+        raise Problem(403, "this API key is limited to some tools; this needs a key for the whole tenant")
+    return caller.tenant
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+CallerDep = Annotated[Caller, Depends(get_caller)]
 TenantDep = Annotated[Tenant, Depends(get_tenant)]

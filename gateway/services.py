@@ -8,6 +8,7 @@ from collections.abc import Callable
 from gateway.auth import KeyCache
 from gateway.batching import Batcher
 from gateway.metrics import GatewayMetrics
+from gateway.ratelimit import Buckets, build_buckets
 from gateway.waiters import Waiters
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
@@ -50,7 +51,8 @@ class ToolCache:
 
 
 class Services:
-    """The gateway's dependencies: database, catalogue cache, keys, publisher and long-poll waiters."""
+    """The gateway's dependencies: database, catalogue cache, keys and their rate limits, publisher and
+    long-poll waiters."""
 
     def __init__(self, settings: Settings, db: Database, sender: TaskSender,
                  publish: Callable[[Receipt], None] | None = None) -> None:
@@ -65,6 +67,7 @@ class Services:
         self.read_receipt: Batcher[tuple[str, str], Receipt] = Batcher(self._read_many)
         self.accept_pending: Batcher[NewCall, Accepted] = Batcher(self._accept_many)
         self.keys = KeyCache(db, settings.auth_cache_s)
+        self.buckets: Buckets | None = build_buckets(settings)  # None: no rate limits
         self.tools = ToolCache(db, settings.catalogue_cache_s)
         self.waiters = Waiters()
         self.metrics = GatewayMetrics(db)

@@ -1,4 +1,4 @@
-"""Immutable records that leave the store: receipts, events, catalogue entries, tenants."""
+"""Immutable records that leave the store: receipts, events, catalogue entries, tenants and their keys."""
 
 from __future__ import annotations
 
@@ -292,6 +292,64 @@ RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Run))
 class Tenant:
     id: str
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a request comes from: the API key's tenant and what the key may do (its scopes).
+
+    ``tools`` is the set of tools the key may see and call (None: every tool of its tenant); a
+    ``read_only`` key may read but change nothing.
+    """
+
+    tenant: Tenant
+    key_id: str
+    tools: frozenset[str] | None = None
+    read_only: bool = False
+
+    @property
+    def scoped(self) -> bool:
+        """Whether the key is limited to some tools."""
+        return self.tools is not None
+
+    def may_use(self, tool: str) -> bool:
+        """Whether the key may see and call ``tool`` (and read its receipts)."""
+        return self.tools is None or tool in self.tools
+
+    def visible(self, specs: list[ToolSpec]) -> list[ToolSpec]:
+        """The catalogue entries among ``specs`` that the key may see."""
+        return specs if self.tools is None else [spec for spec in specs if spec.name in self.tools]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """An API key as an operator sees it (``toolrelay keys list``): never the key, only its prefix."""
+
+    id: str
+    tenant_id: str
+    tenant: str
+    prefix: str
+    tools: list[str] | None
+    read_only: bool
+    expires_at: datetime | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    expired: bool  # by the database's clock, when it was read
+
+    @property
+    def state(self) -> str:
+        """``active``, ``expired`` or ``revoked``."""
+        return "revoked" if self.revoked_at is not None else "expired" if self.expired else "active"
+
+    def to_api(self) -> dict[str, Any]:
+        return {"id": self.id, "tenant": self.tenant, "prefix": self.prefix, "tools": self.tools,
+                "read_only": self.read_only, "state": self.state, "expires_at": iso(self.expires_at),
+                "created_at": iso(self.created_at), "last_used_at": iso(self.last_used_at),
+                "revoked_at": iso(self.revoked_at)}
+
+
+KEY_INFO_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(KeyInfo))
 
 
 @dataclass(frozen=True, slots=True)

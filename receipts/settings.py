@@ -6,6 +6,7 @@ passes it down to the factories (``create_app``, ``make_celery``, ``Database.fro
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from pydantic import Field, field_validator
@@ -59,8 +60,17 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1024 * 1024
     batch_max_calls: int = 64  # tool calls in one POST /v1/batches
     long_poll_max_s: float = 60.0
-    auth_cache_s: float = 30.0
+    # How long a gateway process trusts an API key lookup: a revoked key stops working within this
+    # time (an expiring one exactly at its expiry). Each key costs one lookup per process per period.
+    auth_cache_s: float = 5.0
     catalogue_cache_s: float = 2.0
+
+    # Rate limits per API key, a token bucket shared by every gateway (0: no limit): requests per second
+    # on average, and how many may come at once (0: the rate, rounded up). The bucket lives in Redis
+    # (rate_limit_redis_url, or the broker's when that is Redis), else in each gateway process.
+    rate_limit_per_s: float = 0.0
+    rate_limit_burst: int = 0
+    rate_limit_redis_url: str = ""
 
     # Outbound HTTP (api_call tools and webhooks): CIDRs that may be reached despite the SSRF guard.
     outbound_allow_cidrs: CommaList = Field(default_factory=list)
@@ -91,6 +101,11 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         return _split(value)
+
+    @property
+    def rate_limit_capacity(self) -> int:
+        """The token bucket's size: the burst, or the rate rounded up (at least one request)."""
+        return self.rate_limit_burst or max(1, math.ceil(self.rate_limit_per_s))
 
     @property
     def retry_schedule_s(self) -> list[float]:

@@ -30,7 +30,7 @@ from gateway.waiters import RECHECK_S
 from receipts import states
 from receipts.catalogue.tools import list_tools
 from receipts.errors import InvalidInput, InvalidTransition, NotFound, Unavailable
-from receipts.records import Receipt, Tenant
+from receipts.records import Caller, Receipt, Tenant
 from receipts.store import calls
 from receipts.submission import CallRequest
 
@@ -92,17 +92,25 @@ class ToolCalls:
         self.services = services
         self.closing = False  # set when the gateway shuts down: calls in flight are then left to run
 
-    async def call(self, session: ServerSession, tenant: Tenant,
+    async def call(self, session: ServerSession, caller: Caller,
                    params: types.CallToolRequestParams) -> types.CallToolResult:
-        """Submit the call, follow its receipt to the end (or its deadline) and answer with it."""
-        services = self.services
+        """Submit the call, follow its receipt to the end (or its deadline) and answer with it.
+
+        A read-only key, or a key limited to other tools, is refused before anything is stored.
+        """
+        services, tenant = self.services, caller.tenant
+        if caller.read_only:
+            return results.refused("this API key is read-only: it may list tools, but not call them")
+        if not caller.may_use(params.name):
+            allowed = ", ".join(sorted(caller.tools or ())) or "none"
+            return results.refused(f"this API key may not call {params.name!r}; it is limited to: {allowed}")
         try:
             request = call_request(params)
             checked = await services.tools.get(tenant.id, params.name)
             receipt, _ = await submit(services, tenant, checked, request)
         except NotFound:
             services.metrics.rejected.labels("unknown_tool").inc()
-            available = [spec.name for spec in await services.db.arun(list_tools(tenant.id))]
+            available = [spec.name for spec in caller.visible(await services.db.arun(list_tools(tenant.id)))]
             return results.unknown_tool(params.name, available)
         except InvalidInput as exc:
             return results.invalid_arguments(exc.message, exc.errors)
@@ -113,7 +121,7 @@ class ToolCalls:
             await progress.follow(receipt)
             if receipt.status == states.WAITING:  # a client-run tool: its client posts the result
                 return results.client_run_result(receipt)
-            return results.receipt_result(await self._follow(tenant, receipt, progress))
+            return results.receipt_result(await self._follow(caller, receipt, progress))
         except Unavailable:
             return results.unavailable(receipt.id)
         except anyio.get_cancelled_exc_class():
@@ -122,7 +130,7 @@ class ToolCalls:
                     await self._cancel(tenant, receipt.id)
             raise
 
-    async def _follow(self, tenant: Tenant, receipt: Receipt, progress: Progress) -> Receipt:
+    async def _follow(self, caller: Caller, receipt: Receipt, progress: Progress) -> Receipt:
         """The receipt once terminal, or as it stands a little past its deadline.
 
         Long-polls in slices of the waiters' re-read interval, so that a new attempt (which wakes no
@@ -134,7 +142,7 @@ class ToolCalls:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            receipt = await wait_for_terminal(self.services, tenant, receipt.id, min(left, RECHECK_S))
+            receipt = await wait_for_terminal(self.services, caller, receipt.id, min(left, RECHECK_S))
             await progress.follow(receipt)
         return receipt
 

@@ -93,6 +93,11 @@ def unknown_tool(name: str, available: list[str]) -> types.CallToolResult:
                    is_error=True)
 
 
+def refused(message: str) -> types.CallToolResult:
+    """A call the key may not make (read-only, or limited to other tools): a tool error (nothing is stored)."""
+    return _result(error_text("forbidden", message), is_error=True)
+
+
 def invalid_arguments(message: str, errors: list[dict[str, str]]) -> types.CallToolResult:
     """Arguments (or ``_meta`` fields) that do not fit: every problem, by field (nothing is stored)."""
     details = "; ".join(f"{e['field']}: {e['message']}" for e in errors)

@@ -1,7 +1,7 @@
 """``/mcp``: the tenant's catalogue as an MCP server, over streamable HTTP (the ``mcp`` package's server).
 
-``tools/list`` is every tool the key's tenant may call, ``tools/call`` a receipt
-(:mod:`gateway.mcp.calls`). Sessions are the ``mcp`` package's stateful streamable-HTTP sessions:
+``tools/list`` is every tool the key may call (its tenant's, or those its scope names),
+``tools/call`` a receipt (:mod:`gateway.mcp.calls`; a read-only key calls nothing). Sessions are the ``mcp`` package's stateful streamable-HTTP sessions:
 progress notifications ride the response stream of the call they belong to, and a client's
 cancellation reaches the call it names. A session lives in the gateway process that opened it, so
 several gateway processes behind one address need session affinity on ``/mcp`` (the
@@ -22,23 +22,23 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from gateway.mcp import results
-from gateway.mcp.auth import BearerAuth, tenant_of
+from gateway.mcp.auth import BearerAuth, caller_from
 from gateway.mcp.calls import ToolCalls
 from gateway.services import Services
 from receipts.catalogue.tools import list_tools
 from receipts.errors import Unavailable
-from receipts.records import Tenant
+from receipts.records import Caller
 
 PATH = "/mcp"
 INSTRUCTIONS = ("Every tool call becomes a durable toolrelay receipt: its result carries the receipt id in "
                 "_meta['toolrelay/receipt_id'], and _meta['toolrelay/trace_id'] on a call groups it into a trace.")
 
 
-def _tenant(ctx: ServerRequestContext[Any]) -> Tenant:
-    tenant = tenant_of(ctx.request)
-    if tenant is None:  # only a request that passed BearerAuth reaches a handler
+def _caller(ctx: ServerRequestContext[Any]) -> Caller:
+    caller = caller_from(ctx.request)
+    if caller is None:  # only a request that passed BearerAuth reaches a handler
         raise MCPError(code=types.INVALID_REQUEST, message="not an authenticated request")
-    return tenant
+    return caller
 
 
 class McpEndpoint:
@@ -69,13 +69,13 @@ class McpEndpoint:
 
     async def _list_tools(self, ctx: ServerRequestContext[Any],
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        tenant = _tenant(ctx)
+        caller = _caller(ctx)
         try:
-            specs = await self.services.db.arun(list_tools(tenant.id))
+            specs = caller.visible(await self.services.db.arun(list_tools(caller.tenant.id)))
         except Unavailable as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from exc
         return types.ListToolsResult(tools=[results.tool_of(spec) for spec in specs])
 
     async def _call_tool(self, ctx: ServerRequestContext[Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await self.calls.call(ctx.session, _tenant(ctx), params)
+        return await self.calls.call(ctx.session, _caller(ctx), params)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query
 from starlette.responses import JSONResponse
 
 from gateway.batches import accept_batch
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import CallerDep, ServicesDep
 from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
 from gateway.waiters import wait_until
@@ -37,24 +37,25 @@ def batch_response(batch: Batch, replayed: bool = False) -> JSONResponse:
 
 @router.post("/batches", status_code=202, response_model=BatchBody,
              responses={200: {"model": BatchBody, "description": "every call ended within wait_s"}, **PROBLEMS})
-async def create_batch(body: BatchRequest, services: ServicesDep, tenant: TenantDep,
+async def create_batch(body: BatchRequest, services: ServicesDep, caller: CallerDep,
                        idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Run a model's tool calls, given in its own format; answer with the messages to append.
 
     Every call becomes a receipt (the model's call id, the batch's trace), all stored in one
     transaction and run in parallel. What the model got wrong (arguments that are not JSON, an
-    unknown tool, arguments that fail the schema) is a failed receipt and a message telling it what
-    to fix. 200 with ``messages`` once every call ended within ``wait_s``, else 202 (poll the batch).
+    unknown tool, a tool outside the API key's scope, arguments that fail the schema) is a failed
+    receipt and a message telling it what to fix. 200 with ``messages`` once every call ended within
+    ``wait_s``, else 202 (poll the batch).
     The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
     """
-    batch, _receipts, replayed = await accept_batch(services, tenant, body, idempotency_key)
+    batch, _receipts, replayed = await accept_batch(services, caller, body, idempotency_key)
     if not batch.completed and body.wait_s:
-        batch = await read_batch(services, tenant, batch.id, body.wait_s)
+        batch = await read_batch(services, caller.tenant, batch.id, body.wait_s)
     return batch_response(batch, replayed)
 
 
 @router.get("/batches/{batch_id}", response_model=BatchBody, responses=PROBLEMS)
-async def get_batch(batch_id: str, services: ServicesDep, tenant: TenantDep,
+async def get_batch(batch_id: str, services: ServicesDep, caller: CallerDep,
                     wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A batch; with ``wait_s``, long-poll up to that many seconds for it to complete."""
-    return batch_response(await read_batch(services, tenant, batch_id, wait_s))
+    return batch_response(await read_batch(services, caller.tenant, batch_id, wait_s))

@@ -1,4 +1,8 @@
-"""Tool calls and receipts: submit, read, long-poll, list, timeline, cancel, post a client result."""
+"""Tool calls and receipts: submit, read, long-poll, list, timeline, cancel, post a client result.
+
+A key limited to some tools submits calls to those only (403 for any other) and sees only their
+receipts: another tool's receipt is a 404, as another tenant's is.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from starlette.responses import JSONResponse
 
 from agents.batches import completion
 from gateway.calls import accept, publish
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import CallerDep, ServicesDep, TenantDep
 from gateway.problems import Problem
 from gateway.schemas import (
     PROBLEMS,
@@ -23,16 +27,29 @@ from gateway.schemas import (
 from gateway.services import Services
 from gateway.waiters import wait_until
 from receipts import states
+from receipts.errors import NotFound
 from receipts.messages import publish_run
-from receipts.records import Receipt, Tenant
+from receipts.records import Caller, Receipt
 from receipts.store import approvals, batches, calls, runs
 from receipts.store.calls import Result
 
 router = APIRouter(prefix="/v1", tags=["receipts"])
 
-async def wait_for_terminal(services: Services, tenant: Tenant, receipt_id: str, wait_s: float) -> Receipt:
+def in_scope(caller: Caller, receipt: Receipt) -> Receipt:
+    """``receipt`` if the caller's key may see its tool; NotFound (404) if not, as for another tenant's."""
+    if not caller.may_use(receipt.tool):
+        raise NotFound(f"no receipt {receipt.id}")
+    return receipt
+
+
+async def read(services: Services, caller: Caller, receipt_id: str) -> Receipt:
+    """The caller's receipt (NotFound outside its tenant or its key's tools)."""
+    return in_scope(caller, await services.read_receipt((caller.tenant.id, receipt_id)))
+
+
+async def wait_for_terminal(services: Services, caller: Caller, receipt_id: str, wait_s: float) -> Receipt:
     """The receipt once terminal, or as it stands after ``wait_s`` (capped at the long-poll maximum)."""
-    return await wait_until(services.waiters, receipt_id, lambda: services.read_receipt((tenant.id, receipt_id)),
+    return await wait_until(services.waiters, receipt_id, lambda: read(services, caller, receipt_id),
                             lambda receipt: receipt.terminal, min(wait_s, services.settings.long_poll_max_s))
 
 
@@ -45,61 +62,67 @@ def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False)
 
 @router.post("/tool-calls", status_code=202, response_model=ReceiptBody,
              responses={200: {"model": ReceiptBody, "description": "terminal within wait_s, or a replay"}, **PROBLEMS})
-async def create_tool_call(body: ToolCallRequest, services: ServicesDep, tenant: TenantDep,
+async def create_tool_call(body: ToolCallRequest, services: ServicesDep, caller: CallerDep,
                            idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Accept a tool call. 202 with the pending receipt once it is durably stored.
 
     With ``wait_s``, answers 200 with the terminal receipt if it settles in time. The same
     Idempotency-Key with the same request returns the first receipt (200, ``Idempotent-Replayed``).
+    A key limited to some tools gets 403 for any other; a read-only key gets 403.
     """
-    receipt, replayed = await accept(services, tenant, body, idempotency_key)
+    receipt, replayed = await accept(services, caller, body, idempotency_key)
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
     if body.wait_s and receipt.status != states.WAITING:  # a client-run call waits for its client
-        receipt = await wait_for_terminal(services, tenant, receipt.id, body.wait_s)
+        receipt = await wait_for_terminal(services, caller, receipt.id, body.wait_s)
     return receipt_response(receipt, 200 if receipt.terminal else 202)
 
 
 @router.get("/receipts/{receipt_id}", response_model=ReceiptBody, responses=PROBLEMS)
-async def get_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep,
+async def get_receipt(receipt_id: str, services: ServicesDep, caller: CallerDep,
                       wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A receipt; with ``wait_s``, long-poll up to that many seconds for a terminal state."""
     if wait_s:
-        receipt = await wait_for_terminal(services, tenant, receipt_id, wait_s)
+        receipt = await wait_for_terminal(services, caller, receipt_id, wait_s)
     else:
-        receipt = await services.read_receipt((tenant.id, receipt_id))
+        receipt = await read(services, caller, receipt_id)
     return JSONResponse(receipt.to_api())
 
 
 @router.get("/receipts", response_model=ReceiptList, responses=PROBLEMS)
-async def list_receipts(services: ServicesDep, tenant: TenantDep, trace_id: str | None = None,
+async def list_receipts(services: ServicesDep, caller: CallerDep, trace_id: str | None = None,
                         status: str | None = None, tool: str | None = None, parent_id: str | None = None,
                         limit: Annotated[int, Query(ge=1, le=200)] = 50, cursor: str | None = None) -> JSONResponse:
     """Receipts newest first, filtered by trace, status, tool or parent; page with ``cursor``."""
     if status is not None and status not in states.STATUSES:
         raise Problem.invalid("status", f"one of {', '.join(states.STATUSES)}")
-    page = await services.db.arun(calls.list_receipts(tenant.id, trace_id=trace_id, status=status, tool=tool,
-                                                      parent_id=parent_id, limit=limit, cursor=cursor))
+    page = await services.db.arun(calls.list_receipts(caller.tenant.id, trace_id=trace_id, status=status, tool=tool,
+                                                      parent_id=parent_id, limit=limit, cursor=cursor,
+                                                      tools=caller.tools))
     return JSONResponse({"data": [r.to_api() for r in page.items], "next_cursor": page.next_cursor})
 
 
 @router.get("/receipts/{receipt_id}/events", response_model=EventList, responses=PROBLEMS)
-async def receipt_events(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def receipt_events(receipt_id: str, services: ServicesDep, caller: CallerDep) -> JSONResponse:
     """The receipt's timeline: every transition, with who made it, when and on which attempt."""
-    events = await services.db.arun(calls.events(tenant.id, receipt_id))
+    if caller.scoped:
+        await read(services, caller, receipt_id)
+    events = await services.db.arun(calls.events(caller.tenant.id, receipt_id))
     return JSONResponse({"data": [e.to_api() for e in events], "next_cursor": None})
 
 
 @router.post("/receipts/{receipt_id}/cancel", response_model=ReceiptBody, responses=PROBLEMS)
-async def cancel_receipt(receipt_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def cancel_receipt(receipt_id: str, services: ServicesDep, caller: CallerDep) -> JSONResponse:
     """Cancel a call that has not finished. A running attempt's result is then discarded (409 if terminal)."""
-    receipt = await services.db.arun(calls.cancel(tenant.id, receipt_id))
+    if caller.scoped:
+        await read(services, caller, receipt_id)
+    receipt = await services.db.arun(calls.cancel(caller.tenant.id, receipt_id))
     await complete_batch(services, receipt)
     return JSONResponse(receipt.to_api())
 
 
 @router.post("/receipts/{receipt_id}/result", response_model=ReceiptBody, responses=PROBLEMS)
-async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDep, caller: CallerDep) -> JSONResponse:
     """Report the result of a client-run (function) tool: ``{"output": ...}`` or ``{"error": {"message"}}``."""
     fields = body.model_fields_set
     if ("output" in fields) == ("error" in fields):
@@ -113,7 +136,9 @@ async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDe
                                                          details=details if isinstance(details, dict) else {}))
     else:
         result = Result(states.SUCCESS, output=body.output)
-    receipt = await services.db.arun(calls.complete_waiting(tenant.id, receipt_id, result, actor="client"))
+    if caller.scoped:
+        await read(services, caller, receipt_id)
+    receipt = await services.db.arun(calls.complete_waiting(caller.tenant.id, receipt_id, result, actor="client"))
     await complete_batch(services, receipt)
     return JSONResponse(receipt.to_api())
 

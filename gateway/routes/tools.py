@@ -1,5 +1,9 @@
 """The tool catalogue as the API shows it (natively, or in OpenAI's and Anthropic's ``tools`` formats),
-and the tools a tenant defines itself (function, api_call, integration)."""
+and the tools a tenant defines itself (function, api_call, integration).
+
+A key limited to some tools sees only those (any other is a 404) and defines none (403): defining
+or replacing a tool changes it for the whole tenant.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from agents.tools import anthropic_tool, openai_tool
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import CallerDep, ServicesDep, TenantDep
 from gateway.problems import Problem
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
@@ -25,10 +29,10 @@ router = APIRouter(prefix="/v1", tags=["tools"])
 
 
 @router.get("/tools", responses=PROBLEMS)
-async def list_tools(services: ServicesDep, tenant: TenantDep,
+async def list_tools(services: ServicesDep, caller: CallerDep,
                      format: Literal["native", "openai", "anthropic"] = "native") -> JSONResponse:
-    """Every tool this tenant can call. ``format=openai|anthropic`` returns that vendor's ``tools`` array."""
-    specs = await services.db.arun(catalogue.list_tools(tenant.id))
+    """Every tool this key can call. ``format=openai|anthropic`` returns that vendor's ``tools`` array."""
+    specs = caller.visible(await services.db.arun(catalogue.list_tools(caller.tenant.id)))
     if format == "openai":
         return JSONResponse([openai_tool(spec) for spec in specs])
     if format == "anthropic":
@@ -37,9 +41,11 @@ async def list_tools(services: ServicesDep, tenant: TenantDep,
 
 
 @router.get("/tools/{name}", responses=PROBLEMS)
-async def get_tool(name: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def get_tool(name: str, services: ServicesDep, caller: CallerDep) -> JSONResponse:
     """One tool: kind, description, JSON Schema of its arguments, effect, idempotency, timeout."""
-    spec = await services.db.arun(catalogue.find(tenant.id, name))
+    if not caller.may_use(name):
+        raise NotFound(f"no tool named {name!r}")
+    spec = await services.db.arun(catalogue.find(caller.tenant.id, name))
     return JSONResponse(spec.to_api())
 
 
