@@ -7,9 +7,12 @@ test can count how many times a tool really ran, across processes and worker dea
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
+
+from pydantic import BaseModel, SecretStr
 
 from toolrelay import RetryableError, ToolContext, ToolError, tool
 
@@ -133,3 +136,18 @@ def hasty_guarded_write(tag: str) -> dict[str, str]:
     """A write whose approval times out after two seconds."""
     _record(tag, "ran")
     return {"written": tag}
+
+
+class Vault(BaseModel):
+    """Where a secret token is kept: a nested object with a secret in it."""
+
+    name: str
+    token: SecretStr
+
+
+@tool(effect="read", timeout_s=10)
+def sign_in(tag: str, user: str, password: SecretStr, vaults: list[Vault]) -> dict[str, str]:
+    """Signs in with secrets (a password, a token in each vault). Records what it really got, as JSON."""
+    _record(tag, json.dumps({"user": user, "password": password.get_secret_value(),
+                             "tokens": [vault.token.get_secret_value() for vault in vaults]}))
+    return {"user": user, "said": f"welcome {user}, your password {password.get_secret_value()} works"}
