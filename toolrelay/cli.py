@@ -1,17 +1,21 @@
-"""The ``toolrelay`` command: dev, gateway, worker, beat, migrate, keys."""
+"""The ``toolrelay`` command: dev, gateway, worker, beat, migrate, keys, purge."""
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from receipts.db import Database
-from receipts.errors import NotConfigured
+from receipts.errors import InvalidInput, NotConfigured
+from receipts.records import KeyInfo
 from receipts.settings import Settings, load_settings
 from toolrelay import logs
+from toolrelay.durations import parse_duration
 
 cli = typer.Typer(help="toolrelay: durable, verifiable execution of LLM tool calls.", no_args_is_help=True,
                   add_completion=False)
@@ -104,14 +108,102 @@ def migrate() -> None:
     typer.echo("database is up to date")
 
 
-@keys.command("create")
-def keys_create(tenant: Annotated[str, typer.Option(help="Tenant name (created if new).")]) -> None:
-    """Create an API key for a tenant. The key is printed once, alone on the last line."""
-    from receipts.tenants import create_key
+def _duration(text: str | None, option: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=option) from None
 
-    key = _database().run(create_key(tenant))
-    typer.echo(f"created an API key for tenant {tenant!r}; it is shown only once:")
+
+def _when(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _scope(info: KeyInfo) -> str:
+    tools = ",".join(info.tools) if info.tools is not None else "all tools"
+    return f"{tools}{' read-only' if info.read_only else ''}"
+
+
+@keys.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="Tenant name (created if new).")],
+    tools: Annotated[str | None, typer.Option(help="Comma-separated tools the key may see and call "
+                                                   "(default: every tool of the tenant).")] = None,
+    read_only: Annotated[bool, typer.Option("--read-only", help="The key may read, not change anything.")] = False,
+    expires_in: Annotated[str | None, typer.Option(help="Lifetime, e.g. 30d, 12h, 90m (default: none).")] = None,
+) -> None:
+    """Create an API key for a tenant. The key is printed once, alone on the last line."""
+    from receipts.tenants import issue
+
+    lifetime = _duration(expires_in, "--expires-in")
+    scope = tools.split(",") if tools is not None else None
+    try:
+        key, info = _database().run(issue(tenant, tools=scope, read_only=read_only, expires_in_s=lifetime))
+    except InvalidInput as exc:
+        field = exc.errors[0]["field"] if exc.errors else "tools"
+        raise typer.BadParameter(exc.message, param_hint="--tools" if field == "tools" else "--expires-in") from None
+    typer.echo(f"created API key {info.id} for tenant {tenant!r} ({_scope(info)}, "
+               f"expires {_when(info.expires_at) if info.expires_at else 'never'}); it is shown only once:")
     typer.echo(key)
+
+
+@keys.command("list")
+def keys_list(
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant's keys.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """List API keys (never the keys themselves): id, tenant, prefix, scopes, expiry, created, last use, state."""
+    from receipts.tenants import list_keys
+
+    found = _database().run(list_keys(tenant))
+    if as_json:
+        for info in found:
+            typer.echo(json.dumps(info.to_api()))
+        return
+    rows = [("ID", "TENANT", "PREFIX", "TOOLS", "ACCESS", "EXPIRES", "CREATED", "LAST USED", "STATE")]
+    for info in found:
+        state = f"revoked {_when(info.revoked_at)}" if info.revoked_at else info.state
+        rows.append((info.id, info.tenant, info.prefix, ",".join(info.tools) if info.tools is not None else "*",
+                     "read-only" if info.read_only else "read-write", _when(info.expires_at),
+                     _when(info.created_at), _when(info.last_used_at), state))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+@keys.command("revoke")
+def keys_revoke(key: Annotated[str, typer.Argument(metavar="KEY_ID_OR_KEY", help="The key's id, or the key.")]) -> None:
+    """Revoke an API key. Gateways refuse it (401) within TOOLRELAY_AUTH_CACHE_S (5 s by default)."""
+    from receipts.tenants import revoke
+
+    found = _database().run(revoke(key))
+    if found is None:
+        typer.echo("no such API key", err=True)
+        raise typer.Exit(1)
+    info, revoked_now = found
+    what = "revoked" if revoked_now else "was already revoked:"
+    typer.echo(f"{what} API key {info.id} ({info.prefix}..., tenant {info.tenant!r}) at {_when(info.revoked_at)}")
+
+
+@cli.command()
+def purge(
+    older_than: Annotated[str, typer.Option(help="Delete receipts finished longer ago than this, e.g. 30d.")],
+    batch: Annotated[int, typer.Option(min=1, help="Rows per transaction.")] = 1000,
+) -> None:
+    """Delete finished receipts with their timelines, webhook messages and delivery attempts, then the
+    finished batches whose receipts are all gone. Open receipts are never deleted, and a receipt whose
+    idempotency key is younger than 24 h is kept, whatever --older-than says."""
+    from receipts.store.retention import purge as run_purge
+
+    logs.configure()
+    seconds = _duration(older_than, "--older-than")
+    assert seconds is not None
+    total = run_purge(_database(), older_than_s=seconds, limit=batch)
+    typer.echo(f"deleted {total.receipts} receipts, {total.events} timeline events, {total.messages} webhook "
+               f"messages, {total.attempts} delivery attempts and {total.batches} batches "
+               f"finished more than {older_than} ago")
 
 
 def main() -> None:

@@ -74,8 +74,8 @@ def gateway(db: Database) -> Iterator[Gateway]:
 
 
 def executor(gateway: Gateway) -> Executor:
-    return Executor(gateway.db, {"python": PythonKind(REGISTRY)}, gateway.sender, backoff=Backoff(initial=0.2, jitter=0),
-                    lease_grace_s=1.0, secret_key="unit-test-secret")
+    return Executor(gateway.db, {"python": PythonKind(REGISTRY)}, gateway.sender,
+                    backoff=Backoff(initial=0.2, jitter=0), lease_grace_s=1.0, secret_key="unit-test-secret")
 
 
 def subscribe(gateway: Gateway) -> None:
