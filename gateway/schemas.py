@@ -166,5 +166,6 @@ class ProblemBody(BaseModel):
 
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ProblemBody, "content": {"application/problem+json": {}}} for code in (400, 401, 404, 409, 413, 422)
+    code: {"model": ProblemBody, "content": {"application/problem+json": {}}}
+    for code in (400, 401, 403, 404, 409, 413, 422, 429)
 }
