@@ -13,6 +13,7 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from receipts.tenants import create_key
 from tests.integration.mcp.conftest import connect, get_receipt, receipts_of
 from tests.support.mcp_fixtures import ERROR_TEXT
 from tests.support.stack import Stack
@@ -217,6 +218,28 @@ def test_another_tenant_sees_only_its_own_tools_and_receipts(stack: Stack) -> No
     assert own.meta is not None
     assert get_receipt(stack, own.meta[RECEIPT_ID], stack.other_key).json()["output"] == {"secret": "theirs"}
     assert get_receipt(stack, own.meta[RECEIPT_ID]).status_code == 404
+
+
+def test_a_key_limited_to_some_tools_lists_and_calls_only_those(stack: Stack) -> None:
+    scoped = stack.db.run(create_key("tests", tools=["echo"]))
+    assert set(tool_names(stack, scoped)) == {"echo"}
+    trace = f"trace_{uuid.uuid4().hex}"
+    refused = call(stack, "add_numbers", {"a": 1, "b": 2}, key=scoped, meta={"trace_id": trace})
+    assert refused.is_error
+    assert text_of(refused) == "error: forbidden: this API key may not call 'add_numbers'; it is limited to: echo"
+    assert receipts_of(stack, trace) == []  # nothing stored
+    allowed = call(stack, "echo", {"n": 1}, key=scoped)
+    assert not allowed.is_error and allowed.structured_content == {"n": 1}
+
+
+def test_a_read_only_key_lists_tools_but_calls_none(stack: Stack) -> None:
+    reader = stack.db.run(create_key("tests", read_only=True))
+    assert "echo" in tool_names(stack, reader)
+    trace = f"trace_{uuid.uuid4().hex}"
+    refused = call(stack, "echo", {"n": 1}, key=reader, meta={"trace_id": trace})
+    assert refused.is_error
+    assert text_of(refused) == "error: forbidden: this API key is read-only: it may list tools, but not call them"
+    assert receipts_of(stack, trace) == []
 
 
 def test_a_function_tool_is_answered_at_once_and_its_receipt_waits_for_the_client(stack: Stack) -> None:

@@ -1,8 +1,8 @@
 """API keys with scopes, expiry and last use; the encrypted secret arguments of a call.
 
 Revision ID: 0006
-Revises: 0004
-Create Date: 2026-12-08
+Revises: 0005
+Create Date: 2026-12-01
 """
 
 from __future__ import annotations
