@@ -49,7 +49,8 @@ def forbidden_error(name: str, names: Sequence[str]) -> dict[str, Any]:
 
 def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str, calls: Sequence[ToolCall],
             tools: Mapping[str, CheckedTool], may_use: Sequence[str], metadata: dict[str, Any] | None = None,
-            webhook_url: str | None = None, forbidden: Collection[str] = ()) -> list[Entry]:
+            webhook_url: str | None = None, forbidden: Collection[str] = (),
+            traceparent: str | None = None) -> list[Entry]:
     """The store's entries for ``calls``, in order. ``tools`` has the checked tool of each called name the
     model may call (a name missing from it is not found); ``may_use`` names every tool it may call;
     a name in ``forbidden`` is outside what the caller may use (the API key's scope): its call starts
@@ -68,7 +69,8 @@ def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str,
             shown = checked.masked(arguments) if checked is not None else arguments
             return Entry(NewCall(tenant_id=tenant_id, tool=spec, arguments=shown, deadline_s=0.0,
                                  trace_id=trace_id, call_id=call.call_id, idempotency_key=key,
-                                 metadata=dict(metadata or {}), webhook_url=webhook_url, batch_id=batch_id),
+                                 metadata=dict(metadata or {}), webhook_url=webhook_url, batch_id=batch_id,
+                                 traceparent=traceparent),
                          states.FAILED, problem)
 
         if call.name in forbidden:
@@ -80,7 +82,7 @@ def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str,
             return failed(checked.spec, error("invalid_arguments", call.problem))
         request = CallRequest(tool=checked.spec.name, arguments=arguments, trace_id=trace_id, call_id=call.call_id,
                               idempotency_key=key, metadata=dict(metadata or {}), webhook_url=webhook_url,
-                              batch_id=batch_id)
+                              batch_id=batch_id, traceparent=traceparent)
         try:  # the batch's own key and fingerprint tell its replays apart: its calls need none of their own
             new = prepare(settings, tenant_id, checked, request, fingerprinted=False)
         except InvalidInput as exc:

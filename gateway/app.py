@@ -8,7 +8,9 @@ from contextlib import asynccontextmanager
 
 from celery import Celery
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from fastapi_offline import FastAPIOffline
+from prometheus_client import CollectorRegistry
 from starlette.routing import Route
 
 from gateway import problems
@@ -22,6 +24,7 @@ from gateway.waiters import PostgresListener
 from receipts.db import Database
 from receipts.messages import TaskSender, transport_options
 from receipts.settings import Settings
+from receipts.telemetry.calls import CallMetrics, CallObserver
 
 # Connections for the statements the gateway awaits on its event loop. Few on purpose: a statement
 # takes well under a millisecond, so three serve more requests per second than one process can
@@ -31,6 +34,12 @@ ASYNC_POOL_SIZE = 3
 
 log = logging.getLogger(__name__)
 
+# FastAPI's own OpenTelemetry support makes the server span of each request, a child of the caller's
+# ``traceparent``, once a tracer provider is installed (receipts.telemetry.tracing); with none, it
+# passes requests straight through. Spans only: no per-operation spans (dependencies, serialization),
+# and no OpenTelemetry metrics or logs (Prometheus and the log format are toolrelay's own).
+TELEMETRY: TelemetryConfig = {"operation_spans": False, "metrics": False, "logs": False}
+
 
 def make_sender(settings: Settings) -> Celery:
     """A Celery app used only to publish tasks by name (the gateway never imports workers)."""
@@ -39,9 +48,14 @@ def make_sender(settings: Settings) -> Celery:
     return app
 
 
-def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSender | None = None) -> FastAPI:
-    """The HTTP API. ``db`` and ``sender`` may be shared with an in-process worker (embedded mode)."""
-    db = db or Database.from_settings(settings, pool_size=4, name="toolrelay-gateway")
+def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSender | None = None,
+               metrics_registry: CollectorRegistry | None = None) -> FastAPI:
+    """The HTTP API. ``db`` and ``sender`` may be shared with an in-process worker (embedded mode), and
+    ``metrics_registry`` with its figures; a database handed in is observed by whoever made it."""
+    if db is None:
+        db = Database.from_settings(settings, pool_size=4, name="toolrelay-gateway")
+        registry = metrics_registry = metrics_registry or CollectorRegistry(auto_describe=False)
+        db.subscribe(CallObserver(CallMetrics(registry)))  # calls this gateway ends: cancels, clients' results
     publisher: RedisPublisher | BatchPublisher | None = None
     if sender is None:
         sender = make_sender(settings)
@@ -49,7 +63,7 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
             publisher = RedisPublisher(sender, grace_s=settings.lease_grace_s)
         else:
             publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
-    services = Services(settings, db, sender, publisher)
+    services = Services(settings, db, sender, publisher, metrics_registry)
     mcp = McpEndpoint(services)
     listener: PostgresListener | None = None
 
@@ -77,6 +91,7 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
         version="0.1.0",
         description="Durable, verifiable execution of LLM tool calls: receipts, workers, signed webhooks.",
         lifespan=lifespan,
+        telemetry=TELEMETRY,
     )
     app.state.services = services
     problems.install(app)

@@ -40,9 +40,11 @@ def batch_key(header_key: str | None, trace_id: str | None, call_ids: list[str])
     return f"trace:{trace_id[:200]}:{digest}"
 
 
-async def accept_batch(services: Services, caller: Caller, body: BatchRequest,
-                       header_key: str | None) -> tuple[Batch, list[Receipt], bool]:
+async def accept_batch(services: Services, caller: Caller, body: BatchRequest, header_key: str | None,
+                       traceparent: str | None = None) -> tuple[Batch, list[Receipt], bool]:
     """Open the batch of ``body``'s calls and publish those to run: ``(batch, receipts, replayed)``.
+
+    ``traceparent`` is the trace context the calls are accepted under (their executions continue it).
 
     Only a malformed envelope is refused (422); what the model got wrong inside it becomes a failed
     receipt and a message it can act on. All receipts are inserted in one transaction with the batch.
@@ -74,7 +76,7 @@ async def accept_batch(services: Services, caller: Caller, body: BatchRequest,
     batch_id = new_id("batch")
     entries = agent_batches.entries(services.settings, tenant.id, batch_id=batch_id, trace_id=trace_id, calls=calls,
                                     tools=tools, may_use=may_use, metadata=body.metadata, webhook_url=body.webhook_url,
-                                    forbidden=forbidden)
+                                    forbidden=forbidden, traceparent=traceparent)
     request = body.model_dump(include={"format", "message", "max_result_chars", "metadata", "webhook_url"})
     new = NewBatch(id=batch_id, tenant_id=tenant.id, trace_id=trace_id, format=body.format,
                    idempotency_key=batch_key(header_key, body.trace_id, [call.call_id for call in calls]),

@@ -16,6 +16,7 @@ from receipts.errors import InvalidInput, NotFound
 from receipts.records import Caller, Receipt, Tenant
 from receipts.store import calls
 from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
+from receipts.telemetry import logfields
 from receipts.webhooks.endpoints import has_default_secret
 
 log = logging.getLogger(__name__)
@@ -49,16 +50,19 @@ def check_scope(caller: Caller, tool: str) -> None:
                       errors=[{"field": "tool", "message": "outside this API key's tools"}])
 
 
-async def accept(services: Services, caller: Caller, body: ToolCallRequest,
-                 header_key: str | None) -> tuple[Receipt, bool]:
-    """``POST /v1/tool-calls``: the HTTP body as a :class:`CallRequest`, submitted; ``(receipt, replayed)``."""
+async def accept(services: Services, caller: Caller, body: ToolCallRequest, header_key: str | None,
+                 traceparent: str | None = None) -> tuple[Receipt, bool]:
+    """``POST /v1/tool-calls``: the HTTP body as a :class:`CallRequest`, submitted; ``(receipt, replayed)``.
+
+    ``traceparent`` is the trace context the call is accepted under: its execution continues it.
+    """
     tenant = caller.tenant
     check_scope(caller, body.tool)
     key = idempotency_key_of(body, header_key)
     checked = await lookup_tool(services, tenant.id, body.tool)
     request = CallRequest(tool=body.tool, arguments=body.arguments, trace_id=body.trace_id, call_id=body.call_id,
                           idempotency_key=key, metadata=body.metadata, timeout_s=body.timeout_s,
-                          webhook_url=body.webhook_url)
+                          webhook_url=body.webhook_url, traceparent=traceparent)
     return await submit(services, tenant, checked, request,
                         request_body=body.model_dump(exclude={"idempotency_key", "wait_s"}, exclude_none=True))
 
@@ -89,6 +93,7 @@ async def submit(services: Services, tenant: Tenant, checked: CheckedTool, reque
     else:
         receipt, replayed = await services.db.arun(calls.create(call, status=status))
     (services.metrics.replayed if replayed else services.metrics.accepted).labels(call.tool.name).inc()
+    logfields.bind(receipt_id=receipt.id, trace_id=receipt.trace_id, tool=receipt.tool)
     if not replayed and status == states.PENDING:
         publish(services, receipt)
     return receipt, replayed

@@ -21,6 +21,7 @@ from gateway.auth import authenticate
 from gateway.problems import Problem
 from gateway.services import Services
 from receipts.records import Caller, Tenant
+from receipts.telemetry import logfields
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -41,7 +42,9 @@ async def caller_of(request: HTTPConnection) -> Caller:
         Problem: 401 for a missing, unknown, revoked or expired key; 429 over the key's rate limit.
     """
     services = services_of(request)
-    return await authenticate(services.keys, services.buckets, request)
+    caller = await authenticate(services.keys, services.buckets, request)
+    logfields.bind(tenant=caller.tenant.id)  # for the rest of this request (its task's own context)
+    return caller
 
 
 async def get_caller(request: Request) -> Caller:

@@ -1,4 +1,10 @@
-"""Prometheus metrics: this process's counters, plus backlog gauges read from the database at scrape time."""
+"""Prometheus metrics: this process's counters, plus backlog gauges read from the database at scrape time.
+
+A gateway counts what it accepts and refuses, and (when it owns its database) the calls it ends
+itself (cancels, clients' results: :mod:`receipts.telemetry.calls`). The backlog gauges are the
+installation's, the same from every gateway: counts of open receipts over their partial indexes,
+cheap at scrape time. Latency histograms are recorded as calls move, never computed from the table.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,8 @@ from receipts.store.stats import backlog
 
 
 class BacklogCollector(Collector):
-    """Receipts waiting by status, the age of the oldest due pending receipt, webhook messages due."""
+    """Receipts waiting by status, pending receipts due by queue, the age of the oldest due pending
+    receipt, webhook messages due."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -24,6 +31,11 @@ class BacklogCollector(Collector):
         for status, count in figures.active.items():
             active.add_metric([status], count)
         yield active
+        depth = GaugeMetricFamily("toolrelay_queue_depth", "Pending receipts due now, by the queue that runs them",
+                                  labels=["queue"])
+        for queue, count in sorted(figures.queue_depth.items()):
+            depth.add_metric([queue], count)
+        yield depth
         yield GaugeMetricFamily("toolrelay_oldest_pending_seconds", "Age of the oldest due pending receipt",
                                 value=figures.oldest_pending_s)
         yield GaugeMetricFamily("toolrelay_webhook_messages_due", "Webhook messages due for delivery",
@@ -31,10 +43,11 @@ class BacklogCollector(Collector):
 
 
 class GatewayMetrics:
-    """The metrics one gateway process exposes on ``/metrics``."""
+    """The metrics one gateway process exposes on ``/metrics`` (in ``registry``, a new one if not given:
+    the embedded mode hands in the registry its worker counts in, so one page shows both)."""
 
-    def __init__(self, db: Database) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
+    def __init__(self, db: Database, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=False)
         self.accepted = Counter("toolrelay_tool_calls_accepted", "Tool calls accepted (receipt stored)", ["tool"],
                                 registry=self.registry)
         self.replayed = Counter("toolrelay_tool_calls_replayed", "Idempotent replays answered", ["tool"],

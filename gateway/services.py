@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from prometheus_client import CollectorRegistry
+
 from gateway.auth import KeyCache
 from gateway.batching import Batcher
 from gateway.metrics import GatewayMetrics
@@ -55,7 +57,8 @@ class Services:
     long-poll waiters."""
 
     def __init__(self, settings: Settings, db: Database, sender: TaskSender,
-                 publish: Callable[[Receipt], None] | None = None) -> None:
+                 publish: Callable[[Receipt], None] | None = None,
+                 metrics_registry: CollectorRegistry | None = None) -> None:
         self.settings = settings
         self.db = db
         self.sender = sender
@@ -70,7 +73,7 @@ class Services:
         self.buckets: Buckets | None = build_buckets(settings)  # None: no rate limits
         self.tools = ToolCache(db, settings.catalogue_cache_s)
         self.waiters = Waiters()
-        self.metrics = GatewayMetrics(db)
+        self.metrics = GatewayMetrics(db, metrics_registry)
         self.outbound_guard = OutboundGuard(settings.outbound_allow_cidrs)
         self.endpoints = Endpoints(self.box)
         # Transitions made here (cancel, a client's result) nudge the dispatcher, so their webhook

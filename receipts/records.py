@@ -86,6 +86,7 @@ class Receipt:
     batch_id: str | None  # the batch (agent step) the call is one of, if any
     approval: dict[str, Any] | None  # a person's decision this call waits for or got (tools that require one)
     deadline_s: float | None  # the call's deadline, counted from acceptance (or from an approval)
+    traceparent: str | None = None  # the W3C trace context the call was accepted under, if any
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Receipt:

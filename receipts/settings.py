@@ -7,7 +7,7 @@ passes it down to the factories (``create_app``, ``make_celery``, ``Database.fro
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -96,6 +96,13 @@ class Settings(BaseSettings):
     outbound_max_redirects: int = 5
     # System tools: how deep a tree of calls made with tool_calls_create may grow.
     max_call_depth: int = 8
+
+    # Operating it: log lines as text or one JSON object each; the port a worker serves /metrics on
+    # (0: none; the gateway serves its own on its HTTP port). Tracing is the OTEL_* variables' business.
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
 
     @field_validator("tool_modules", "outbound_allow_cidrs", "webhook_retry_schedule", mode="before")
     @classmethod

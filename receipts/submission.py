@@ -66,6 +66,7 @@ class CallRequest:
     timeout_s: float | None = None
     webhook_url: str | None = None
     batch_id: str | None = None
+    traceparent: str | None = None  # the caller's trace context, continued by the call's execution
 
 
 def deadline_for(settings: Settings, spec: ToolSpec, timeout_s: float | None) -> float:
@@ -127,7 +128,7 @@ def prepare(settings: Settings, tenant_id: str, checked: CheckedTool, request: C
                    trace_id=request.trace_id, call_id=request.call_id, parent_id=request.parent_id,
                    idempotency_key=request.idempotency_key, request_hash=request_hash, metadata=request.metadata,
                    webhook_url=request.webhook_url, batch_id=request.batch_id, secret_input=secret_input,
-                   approval_timeout_s=approval_timeout_s)
+                   approval_timeout_s=approval_timeout_s, traceparent=request.traceparent)
 
 
 def initial_status(spec: ToolSpec) -> str:

@@ -6,9 +6,13 @@ from fastapi import FastAPI
 
 from gateway.app import create_app
 from receipts.settings import load_settings
+from receipts.telemetry import tracing
 from toolrelay import logs
 
 
 def app_factory() -> FastAPI:
-    logs.configure()
-    return create_app(load_settings())
+    """The gateway of this process: logging and tracing set up as the environment says, then the app."""
+    settings = load_settings()
+    logs.configure(settings)
+    tracing.configure("toolrelay-gateway")
+    return create_app(settings)

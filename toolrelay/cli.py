@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +13,7 @@ from receipts.db import Database
 from receipts.errors import InvalidInput, NotConfigured
 from receipts.records import KeyInfo
 from receipts.settings import Settings, load_settings
+from receipts.telemetry import tracing
 from toolrelay import logs
 from toolrelay.durations import parse_duration
 
@@ -50,8 +50,10 @@ def dev(
     """Run everything in one process, with no services: gateway, worker, sweeper, webhook dispatcher."""
     from toolrelay.dev import run_dev
 
-    logs.configure()
-    run_dev(_settings(), host=host, port=port, data_dir=data_dir.resolve(), api_key=api_key)
+    settings = _settings()
+    logs.configure(settings)
+    tracing.configure("toolrelay-dev")
+    run_dev(settings, host=host, port=port, data_dir=data_dir.resolve(), api_key=api_key)
 
 
 @cli.command()
@@ -63,28 +65,37 @@ def gateway(
     """Run the HTTP API (stateless: run as many as you like behind a load balancer)."""
     import uvicorn
 
-    _settings()
-    logs.configure()
+    logs.configure(_settings())
+    # log_config=None: uvicorn's own lines go through the process's logging (text or JSON) too.
     uvicorn.run("toolrelay.asgi:app_factory", factory=True, host=host, port=port, workers=workers,
-                log_level="warning")
+                log_level="warning", log_config=None)
 
 
 @cli.command(context_settings=PASS_THROUGH)
 def worker(ctx: typer.Context) -> None:
     """Run a Celery worker that executes tool calls. Extra arguments go to ``celery worker``.
 
-    Without ``-Q``, it consumes every queue its tools declare plus ``runs`` and ``webhooks``.
+    Without ``-Q``, it consumes every queue its tools declare plus ``runs`` and ``webhooks``. With
+    ``TOOLRELAY_METRICS_PORT``, it serves ``/metrics`` (every process's figures, summed) on that port.
     """
+    settings = _settings()
+    logs.configure(settings, celery=True)
+    tracing.configure("toolrelay-worker")  # before the pool forks: the children inherit the provider
+    if settings.metrics_port:
+        from toolrelay import worker_metrics
+
+        worker_metrics.prepare()  # before prometheus_client is first imported (by build_celery)
     from toolrelay.components import build_celery
 
-    logs.configure()
-    app, services = build_celery(_settings())
+    app, services = build_celery(settings)
+    if settings.metrics_port:
+        worker_metrics.serve(app, settings.metrics_host, settings.metrics_port)
     argv = ["worker", *ctx.args]
     if not {"-Q", "--queues"} & set(ctx.args) and not any(a.startswith("--queues=") for a in ctx.args):
         queues = services.registry.queues() | {"tools", "runs", "webhooks"}
         argv += ["-Q", ",".join(sorted(queues))]
     if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):
-        argv += ["--loglevel", os.environ.get("TOOLRELAY_LOG_LEVEL", "INFO")]
+        argv += ["--loglevel", settings.log_level]
     app.worker_main(argv=argv)
 
 
@@ -93,8 +104,9 @@ def beat(ctx: typer.Context) -> None:
     """Run Celery beat, which schedules the sweeper. Extra arguments go to ``celery beat``."""
     from toolrelay.components import build_celery
 
-    logs.configure()
-    app, _ = build_celery(_settings())
+    settings = _settings()
+    logs.configure(settings, celery=True)
+    app, _ = build_celery(settings)
     app.start(argv=["beat", *ctx.args])
 
 
@@ -103,7 +115,7 @@ def migrate() -> None:
     """Create or upgrade the database schema (safe to run again, and from several hosts)."""
     from receipts.schema.migrate import upgrade
 
-    logs.configure()
+    logs.configure(_settings())
     upgrade(_database())
     typer.echo("database is up to date")
 
@@ -197,7 +209,7 @@ def purge(
     idempotency key is younger than 24 h is kept, whatever --older-than says."""
     from receipts.store.retention import purge as run_purge
 
-    logs.configure()
+    logs.configure(_settings())
     seconds = _duration(older_than, "--older-than")
     assert seconds is not None
     total = run_purge(_database(), older_than_s=seconds, limit=batch)

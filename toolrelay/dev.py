@@ -25,11 +25,13 @@ from typing import IO, Any
 
 import uvicorn
 from celery import Celery
+from prometheus_client import CollectorRegistry
 
 from gateway.app import create_app
 from receipts.db import Database
 from receipts.schema.migrate import upgrade
 from receipts.settings import Settings
+from receipts.telemetry.calls import CallMetrics, CallObserver
 from receipts.tenants import KEY_PREFIX, create_key
 from receipts.webhooks import queue
 from receipts.webhooks.nudges import Nudger, publish_deliver
@@ -54,6 +56,7 @@ class Embedded:
     _worker: Any
     _lock: IO[str]
     _postgres: EmbeddedPostgres | None
+    metrics_registry: CollectorRegistry  # the worker's, sweeper's and dispatcher's figures (the gateway adds its own)
 
     @property
     def postgres_summary(self) -> str | None:
@@ -125,7 +128,9 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
         db.run(create_key(DEV_TENANT, key))
         # Webhook messages a previous run was sending when it stopped are free to send again.
         db.run(queue.release_all())
-        app, services = build_celery(settings, db=db)
+        registry = CollectorRegistry(auto_describe=False)
+        db.subscribe(CallObserver(CallMetrics(registry)))  # every call's end, counted and logged once
+        app, services = build_celery(settings, db=db, metrics_registry=registry)
         db.subscribe(Nudger(app))
 
         queues = sorted(services.registry.queues() | {"tools", "runs", "webhooks"})
@@ -134,7 +139,7 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
                                     hostname=f"dev@{os.uname().nodename}")
         threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
 
-        report = sweep_once(db, app, settings, after_restart=True)
+        report = sweep_once(db, app, settings, after_restart=True, metrics=services.metrics)
         if report.total:
             log.info("recovered after restart: %d re-sent, %d retried, %d outcome unknown, %d expired",
                      len(report.republished), report.reclaimed, report.lost, report.expired)
@@ -147,7 +152,7 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
     def sweep_forever() -> None:
         while not stop.wait(settings.sweep_interval_s):
             try:
-                sweep_once(db, app, settings)
+                sweep_once(db, app, settings, metrics=services.metrics)
             except Exception:  # noqa: BLE001 - keep sweeping; the next pass retries
                 log.exception("sweep failed")
 
@@ -163,14 +168,14 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
                 return
 
     threading.Thread(target=pump_webhooks, name="webhook-pump", daemon=True).start()
-    return Embedded(settings, db, app, key, stop, worker, lock, postgres)
+    return Embedded(settings, db, app, key, stop, worker, lock, postgres, registry)
 
 
 def run_dev(settings: Settings, *, host: str, port: int, data_dir: Path, api_key: str | None) -> None:
     """Run everything in this process until interrupted."""
     started = time.monotonic()
     system = start_embedded(settings, data_dir, api_key)
-    app = create_app(system.settings, db=system.db, sender=system.celery)
+    app = create_app(system.settings, db=system.db, sender=system.celery, metrics_registry=system.metrics_registry)
     url = f"http://{host}:{port}"
     database = system.postgres_summary or "database: TOOLRELAY_DATABASE_URL"
     print(f"toolrelay dev: {url}  (docs: {url}/docs, console: {url}/console, data: {data_dir})", flush=True)
@@ -181,7 +186,7 @@ def run_dev(settings: Settings, *, host: str, port: int, data_dir: Path, api_key
     # worker and the embedded PostgreSQL (the default handler would end it on the spot).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
     finally:
         system.stop()
 

@@ -10,6 +10,10 @@ Database calls run in a thread (``asyncio.to_thread``) so requests keep flowing 
 run ends when nothing is due any more or after ``max_s`` (then the task asks for another run, so a
 worker that also serves tools is not held by webhooks forever).
 
+Each delivery attempt is a span in the trace of the receipt its message reports (the message keeps the
+receipt's ``traceparent``), and the POST carries that trace context, so a receiver that traces sees
+its webhook as part of the call it is about.
+
 Why the lease is what it is: a claimed message may wait behind ``batch / concurrency`` rounds of
 requests that each take up to the timeout; the lease covers that, plus a margin, so a live
 dispatcher never loses a message it holds, and a dead one's messages come back soon after.
@@ -24,15 +28,21 @@ import math
 import time
 from dataclasses import dataclass
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
 from receipts.db import Database
 from receipts.outbound.guard import OutboundGuard
+from receipts.telemetry import tracing
 from receipts.webhooks import queue
 from receipts.webhooks.records import DELIVERED, FAILED, Claimed, Settled
+from webhooks.metrics import DeliveryMetrics
 from webhooks.policy import Outcome, RetryPolicy
 from webhooks.signing import Signer
 from webhooks.transport import Transport
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("toolrelay.webhooks")
 
 LEASE_MARGIN_S = 5.0
 FLUSH_S = 0.1  # record finished attempts at least this often, or as soon as half a batch has finished
@@ -64,8 +74,10 @@ class Dispatcher:
     """Delivers due webhook messages. Every dependency is passed in; nothing is global."""
 
     def __init__(self, db: Database, signer: Signer, policy: RetryPolicy, guard: OutboundGuard, *,
-                 timeout_s: float, batch: int, concurrency: int, disable_after_s: float) -> None:
+                 timeout_s: float, batch: int, concurrency: int, disable_after_s: float,
+                 metrics: DeliveryMetrics | None = None) -> None:
         self.db = db
+        self.metrics = metrics
         self.disable_after_s = disable_after_s
         self.signer = signer
         self.policy = policy
@@ -134,6 +146,8 @@ class Dispatcher:
         await asyncio.to_thread(self.db.run, queue.record(list(results), disable_after_s=self.disable_after_s))
         for result in results:
             totals[result.status] += 1
+            if self.metrics is not None:
+                self.metrics.attempted(result.status, result.latency_ms)
 
     async def _deliver(self, transport: Transport, gate: asyncio.Semaphore, message: Claimed) -> Settled:
         """One attempt for one message; never raises (a lost result would hold the message until its lease ends)."""
@@ -143,9 +157,15 @@ class Dispatcher:
                                                            blames_receiver=False))
             body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
             async with gate:
-                # Signed only now: a message may have waited for a free slot, and the timestamp must be fresh.
-                headers = self.signer.headers(message.id, message.receipt_id, body, message.secrets)
-                outcome = await transport.post(message.url, body.encode(), headers)
+                with tracer.start_as_current_span(f"webhook {message.event_type}", kind=SpanKind.PRODUCER,
+                                                  context=tracing.context_of(message.traceparent),
+                                                  attributes={"toolrelay.webhook.message_id": message.id,
+                                                              "toolrelay.receipt_id": message.receipt_id,
+                                                              "toolrelay.webhook.attempt": message.attempts + 1}):
+                    # Signed only now: a message may have waited for a free slot, and the timestamp must be fresh.
+                    headers = self.signer.headers(message.id, message.receipt_id, body, message.secrets)
+                    tracing.inject(headers)
+                    outcome = await transport.post(message.url, body.encode(), headers)
             return self.policy.settle(message, outcome)
         except Exception as exc:  # noqa: BLE001 - e.g. an unreadable secret: log the attempt, retry later
             log.warning("webhooks: message %s not sent: %s", message.id, type(exc).__name__)

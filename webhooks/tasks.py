@@ -18,6 +18,9 @@ from collections.abc import Callable
 from functools import cache
 
 from celery import Celery
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from prometheus_client import CollectorRegistry
 
 from receipts.db import Database
 from receipts.messages import DELIVER_TASK, WEBHOOKS_QUEUE
@@ -26,17 +29,19 @@ from receipts.secretbox import SecretBox
 from receipts.settings import Settings
 from receipts.webhooks.nudges import publish_deliver
 from webhooks.dispatcher import Dispatcher, lease_for
+from webhooks.metrics import DeliveryMetrics
 from webhooks.policy import RetryPolicy
 from webhooks.signing import Signer
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("toolrelay.webhooks")
 
 RUN_FOR_S = 10.0
 BEAT_ENTRY = "toolrelay-webhooks"
 
 
-def build_dispatcher(settings: Settings, db: Database) -> Dispatcher:
-    """A dispatcher for ``settings`` on ``db``."""
+def build_dispatcher(settings: Settings, db: Database, metrics: DeliveryMetrics | None = None) -> Dispatcher:
+    """A dispatcher for ``settings`` on ``db`` (counting its attempts in ``metrics``, if given)."""
     box: SecretBox | None = None
 
     def decrypt(token: str) -> str:
@@ -53,22 +58,27 @@ def build_dispatcher(settings: Settings, db: Database) -> Dispatcher:
         batch=settings.webhook_batch,
         concurrency=settings.webhook_concurrency,
         disable_after_s=settings.webhook_disable_after_s,
+        metrics=metrics,
     )
 
 
-def install(app: Celery, settings: Settings, db: Callable[[], Database]) -> None:
+def install(app: Celery, settings: Settings, db: Callable[[], Database],
+            metrics_registry: CollectorRegistry | None = None) -> None:
     """Register the deliver task on ``app`` and add its beat entry.
 
-    ``db`` is called lazily, in the process that runs the task (after any fork).
+    ``db`` is called lazily, in the process that runs the task (after any fork). The dispatcher's
+    figures go to ``metrics_registry`` (a registry of their own if not given).
     """
-    dispatcher = cache(lambda: build_dispatcher(settings, db()))
+    metrics = DeliveryMetrics(metrics_registry or CollectorRegistry(auto_describe=False))
+    dispatcher = cache(lambda: build_dispatcher(settings, db(), metrics))
     # Longest a run can take: RUN_FOR_S of claiming, then the in-flight requests (within one lease).
     time_limit = RUN_FOR_S + lease_for(settings.webhook_timeout_s, settings.webhook_batch,
                                        settings.webhook_concurrency) + 30
 
     @app.task(name=DELIVER_TASK, ignore_result=True, time_limit=time_limit)
     def deliver() -> None:
-        report = dispatcher().run(max_s=RUN_FOR_S)
+        with tracer.start_as_current_span(DELIVER_TASK, kind=SpanKind.CONSUMER):
+            report = dispatcher().run(max_s=RUN_FOR_S)
         if report.more:
             publish_deliver(app)
 

@@ -7,6 +7,9 @@ The SSRF guard runs where the address is chosen: a resolver that refuses any ans
 public internet (unless allow-listed) sits inside the connector, so the address checked is the
 address connected to, at delivery time, whatever DNS said at registration. IP literals bypass
 resolvers in aiohttp and are checked before the request. Redirects are never followed.
+
+With tracing on, each POST is a client span (OpenTelemetry's aiohttp-client instrumentation, as a
+trace config of the session); off, the session has no trace config and pays nothing for it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from receipts.outbound.guard import OutboundGuard
+from receipts.telemetry import tracing
 from webhooks.errors import AddressRefused
 from webhooks.policy import Outcome, parse_retry_after
 
@@ -76,7 +80,8 @@ class Transport:
         connector = aiohttp.TCPConnector(limit=self.connections, resolver=GuardedResolver(self.guard),
                                          ttl_dns_cache=10)
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                              timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+                                              timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                                              trace_configs=_trace_configs())
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -136,6 +141,14 @@ class Transport:
             error = f"redirect{f' to {location}' if location else ''} not followed: a 3xx answer is a failure"
         return Outcome(started=at, status_code=status, latency_ms=_ms(started), response=text, error=error,
                        retry_after_s=retry_after)
+
+
+def _trace_configs() -> list[aiohttp.TraceConfig] | None:
+    if not tracing.active():
+        return None
+    from opentelemetry.instrumentation.aiohttp_client import create_trace_config
+
+    return [create_trace_config()]
 
 
 async def _head_of(response: aiohttp.ClientResponse) -> str:

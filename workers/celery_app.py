@@ -13,19 +13,25 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from celery import Celery, signals
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+from prometheus_client import CollectorRegistry
 
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, RUN_TASK, RUNS_QUEUE, SWEEP_TASK, transport_options
 from receipts.settings import Settings
+from receipts.telemetry.calls import CallMetrics, CallObserver
 from workers.backoff import Backoff
 from workers.execution import Executor, KindRunner, PythonKind
+from workers.metrics import WorkerMetrics
 from workers.redis_transport import broker_transport
 from workers.registry import Registry, load_registry
 from workers.runs import RunAdvancer
 from workers.sweeper import sweep_once
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("toolrelay.workers")
 
 KindsFactory = Callable[["WorkerServices"], Mapping[str, KindRunner]]
 
@@ -54,20 +60,28 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 class WorkerServices:
-    """What the tasks of one worker process use, built lazily so nothing crosses a fork."""
+    """What the tasks of one worker process use, built lazily so nothing crosses a fork.
+
+    ``metrics_registry`` holds this process's figures (in a prefork worker, prometheus_client's
+    multiprocess mode keeps each child's in its own file, whatever registry they are made in).
+    """
 
     def __init__(self, settings: Settings, app: Celery, registry: Registry, kinds: KindsFactory | None,
-                 db: Database | None = None) -> None:
+                 db: Database | None = None, metrics_registry: CollectorRegistry | None = None) -> None:
         self.settings = settings
         self.app = app
         self.registry = registry
         self._kinds = kinds
-        if db is not None:  # shared with an in-process gateway (embedded mode)
+        self.metrics_registry = metrics_registry or CollectorRegistry(auto_describe=False)
+        self.metrics = WorkerMetrics(self.metrics_registry)
+        if db is not None:  # shared with an in-process gateway (embedded mode), which observes its calls
             self.__dict__["db"] = db
 
     @cached_property
     def db(self) -> Database:
-        return Database.from_settings(self.settings, pool_size=4, name="toolrelay-worker")
+        db = Database.from_settings(self.settings, pool_size=4, name="toolrelay-worker")
+        db.subscribe(CallObserver(CallMetrics(self.metrics_registry)))  # the calls' ends, counted and logged
+        return db
 
     @cached_property
     def runs(self) -> RunAdvancer:
@@ -80,7 +94,7 @@ class WorkerServices:
             kinds.update(self._kinds(self))
         s = self.settings
         return Executor(self.db, kinds, self.app, backoff=Backoff(s.retry_initial_s, s.retry_factor, s.retry_max_s),
-                        lease_grace_s=s.lease_grace_s, secret_key=s.secret_key)
+                        lease_grace_s=s.lease_grace_s, secret_key=s.secret_key, metrics=self.metrics)
 
     def publish_catalogue(self) -> None:
         """Tell the catalogue which tools this worker runs (with the queue that serves each)."""
@@ -107,11 +121,16 @@ class WorkerApp(NamedTuple):
 
 
 def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: KindsFactory | None = None,
-                db: Database | None = None) -> WorkerApp:
-    """A Celery app that executes receipts and runs the sweeper, with its services."""
+                db: Database | None = None, metrics_registry: CollectorRegistry | None = None) -> WorkerApp:
+    """A Celery app that executes receipts and runs the sweeper, with its services.
+
+    The execute task's span is the executor's (a child of the trace its receipt was accepted under);
+    a sweep is a trace of its own.
+    """
     app = Celery("toolrelay", set_as_current=False)
     app.conf.update(celery_config(settings), broker_transport=broker_transport(settings.broker_url))
-    services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, db)
+    services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, db,
+                              metrics_registry)
 
     @app.task(name=EXECUTE_TASK, ignore_result=True)
     def execute(receipt_id: str, lease_s: float | None = None) -> None:
@@ -125,7 +144,8 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
 
     @app.task(name=SWEEP_TASK, ignore_result=True)
     def sweep() -> None:
-        sweep_once(services.db, app, settings)
+        with tracer.start_as_current_span(SWEEP_TASK, kind=SpanKind.CONSUMER):
+            sweep_once(services.db, app, settings, metrics=services.metrics)
 
     def on_worker_init(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:

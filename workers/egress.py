@@ -9,6 +9,12 @@ ignored for the same reason (``trust_env=False``).
 Bodies are streamed and capped at ``max_bytes`` (a 50 MB answer never sits in memory); redirects are
 followed by hand, a hop at a time, and credentials defined for one origin are not sent to another.
 
+Every request carries the trace context of the attempt it is made for (``traceparent``, see
+:mod:`receipts.telemetry.tracing`), and with tracing on each is a client span (OpenTelemetry's httpx
+instrumentation wraps the transport). Whatever speaks HTTP for a tool goes through here, a model
+client for agent runs included: take its ``httpx.AsyncClient`` from :class:`Clients` and its requests
+are traced and guarded like the rest.
+
 Third-party errors are mapped here, where they enter::
 
     httpx.TimeoutException   -> ToolTimeout     (retryable)
@@ -32,6 +38,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from receipts.outbound.guard import OutboundGuard
+from receipts.telemetry import tracing
 from workers.errors import Forbidden, ToolFailure, ToolTimeout, UpstreamError
 from workers.guarded_transport import GuardedTransport
 
@@ -41,9 +48,18 @@ EXCERPT_BYTES = 1024
 USER_AGENT = "toolrelay/0.1"
 
 
+def traced(transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
+    """``transport``, with a client span for each request when tracing is on (left as it is when off)."""
+    if not tracing.active():
+        return transport
+    from opentelemetry.instrumentation.httpx import AsyncOpenTelemetryTransport
+
+    return AsyncOpenTelemetryTransport(transport)
+
+
 def guarded_client(guard: OutboundGuard, **kwargs: Any) -> httpx.AsyncClient:
     """An httpx client on a guarded transport that never follows redirects or env proxies by itself."""
-    return httpx.AsyncClient(transport=GuardedTransport(guard), trust_env=False, follow_redirects=False,
+    return httpx.AsyncClient(transport=traced(GuardedTransport(guard)), trust_env=False, follow_redirects=False,
                              headers={"User-Agent": USER_AGENT}, **kwargs)
 
 
@@ -64,7 +80,8 @@ class Clients:
         if client is None or client.is_closed:
             client = self._clients[loop] = (
                 guarded_client(self.guard) if self.guard is not None
-                else httpx.AsyncClient(trust_env=False, follow_redirects=False, headers={"User-Agent": USER_AGENT}))
+                else httpx.AsyncClient(transport=traced(httpx.AsyncHTTPTransport(trust_env=False, retries=0)),
+                                       trust_env=False, follow_redirects=False, headers={"User-Agent": USER_AGENT}))
         return client
 
 
@@ -162,7 +179,9 @@ async def fetch(client: httpx.AsyncClient, method: str, url: str, *, headers: Ma
     origin = url
     sent_headers = dict(headers or {})
     for _hop in range(max_redirects + 1):
-        request = client.build_request(method, url, headers=sent_headers, json=json if has_body else None,
+        hop_headers = dict(sent_headers)
+        tracing.inject(hop_headers)  # the attempt's trace context (the client span's, when tracing is on)
+        request = client.build_request(method, url, headers=hop_headers, json=json if has_body else None,
                                        timeout=httpx.Timeout(timeout_s))
         try:
             response = await client.send(request, stream=True)

@@ -11,6 +11,12 @@ The flow of one attempt (DESIGN.md, guarantees 2, 3 and 5)::
 A call's secret arguments come with its claim, encrypted: they are merged back into the arguments
 the tool gets, and masked out of what it returns or raises before anything is written or logged
 (:mod:`receipts.secret_arguments`).
+
+Each attempt is a span (``execute <tool>``) whose parent is the trace context the call was accepted
+under, read from the claimed row (the row, not the broker message, so a retry or a re-sent message
+continues the same trace). While it runs, the receipt's fields are bound for the log lines and the
+trace context is current, so the tool's own requests carry it (``traceparent``). The call's end is
+logged and counted where every transition passes (:mod:`receipts.telemetry.calls`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agents.batches import completion
@@ -35,13 +43,16 @@ from receipts.secret_arguments import reveal, scrub
 from receipts.secretbox import SecretBox, SecretKeyMissing, SecretUnreadable
 from receipts.store import calls
 from receipts.store.calls import Lease, Result, error
+from receipts.telemetry import logfields, tracing
 from workers.backoff import Backoff
 from workers.context import ToolContext
 from workers.errors import PartialSuccess, ToolError, ToolFailure
+from workers.metrics import WorkerMetrics
 from workers.registry import Registry
 from workers.runner import Invocation, Runner
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer("toolrelay.workers")
 
 
 class KindRunner(Protocol):
@@ -96,7 +107,8 @@ class Executor:
     """Runs receipts. One per worker process; every dependency is passed in."""
 
     def __init__(self, db: Database, kinds: Mapping[str, KindRunner], sender: TaskSender, *,
-                 backoff: Backoff, lease_grace_s: float, runner: Runner | None = None, secret_key: str = "") -> None:
+                 backoff: Backoff, lease_grace_s: float, runner: Runner | None = None, secret_key: str = "",
+                 metrics: WorkerMetrics | None = None) -> None:
         self.db = db
         self.secret_key = secret_key
         self.kinds = kinds
@@ -104,6 +116,7 @@ class Executor:
         self.backoff = backoff
         self.lease_grace_s = lease_grace_s
         self.runner = runner or Runner()
+        self.metrics = metrics
         self.actor = f"worker:{socket.gethostname()}:{os.getpid()}"
 
     def execute(self, receipt_id: str, lease_s: float | None = None) -> Receipt | None:
@@ -119,10 +132,29 @@ class Executor:
                 log.warning("execute: no receipt %s; message dropped", receipt_id)
                 return None
             lease_s = current.timeout_s + self.lease_grace_s
+        claiming = time.time_ns()  # the span starts with the claim, which says which trace it belongs to
         lease = self.db.run(calls.claim(receipt_id, lease_s=lease_s, actor=self.actor))
         if lease is None:
             log.debug("execute: %s not claimable (duplicate or early message); dropped", receipt_id)
             return None
+        receipt = lease.receipt
+        attributes: dict[str, str | int] = {"toolrelay.receipt_id": receipt.id, "toolrelay.tool": receipt.tool,
+                                             "toolrelay.kind": receipt.kind, "toolrelay.attempt": receipt.attempt,
+                                             "toolrelay.trace_id": receipt.trace_id}
+        with tracer.start_as_current_span(f"execute {receipt.tool}", context=tracing.context_of(receipt.traceparent),
+                                          kind=SpanKind.CONSUMER, start_time=claiming, attributes=attributes,
+                                          record_exception=False) as span, \
+                logfields.bound(receipt_id=receipt.id, trace_id=receipt.trace_id, tenant=receipt.tenant_id,
+                                tool=receipt.tool):
+            recorded = self._attempt(lease)
+            if recorded is not None:
+                span.set_attribute("toolrelay.status", recorded.status)
+                if recorded.status == states.FAILED and recorded.error:
+                    span.set_status(StatusCode.ERROR, f"{recorded.error.get('code')}: {recorded.error.get('message')}")
+        return recorded
+
+    def _attempt(self, lease: Lease) -> Receipt | None:
+        """Run the claimed attempt and record how it ended (fenced); the receipt as recorded."""
         receipt, started = lease.receipt, time.monotonic()
         timeout = min(receipt.timeout_s, lease.time_left_s)
         context = ToolContext(receipt_id=receipt.id, tenant_id=receipt.tenant_id, trace_id=receipt.trace_id,
@@ -140,12 +172,12 @@ class Executor:
             outcome = Result(states.PARTIALLY_SUCCEEDED, output=scrub(json_output(exc.output), secrets),
                              error=scrub(failure_error(exc), secrets))
         except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
+            self._ran(receipt, started)
             return self._failed(lease, started, exc, secrets)
+        self._ran(receipt, started)
         recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, outcome, actor=self.actor))
         self._log_fenced(receipt, recorded)
         self._complete_batch(recorded)
-        log.info("receipt %s %s %s (attempt %d, %.0f ms)", receipt.id, receipt.tool, outcome.status, receipt.attempt,
-                 (time.monotonic() - started) * 1000)
         return recorded
 
     def _secrets(self, lease: Lease) -> list[Any]:
@@ -164,6 +196,10 @@ class Executor:
             raise ToolError("the call's secret arguments cannot be decrypted (was TOOLRELAY_SECRET_KEY changed?)"
                             ) from None
 
+    def _ran(self, receipt: Receipt, started: float) -> None:
+        if self.metrics is not None:
+            self.metrics.run_time.labels(receipt.tool).observe(time.monotonic() - started)
+
     def _failed(self, lease: Lease, started: float, exc: BaseException, secrets: list[Any]) -> Receipt | None:
         receipt = lease.receipt
         err = scrub(failure_error(exc), secrets)
@@ -176,14 +212,13 @@ class Executor:
             if recorded is not None and publish_now:
                 publish_execute(self.sender, recorded, grace_s=self.lease_grace_s, countdown=delay)
             log.info("receipt %s %s attempt %d failed (%s: %s); retry in %.1f s", receipt.id, receipt.tool,
-                     receipt.attempt, err["code"], err["message"], delay)
+                     receipt.attempt, err["code"], err["message"], delay,
+                     extra={"attempt": receipt.attempt, "error_code": err["code"], "retry_in_s": round(delay, 3)})
         else:
             if err["retryable"] and not receipt.retry_safe:
                 err = {**err, "details": {**err["details"], "not_retried": "the tool is a non-idempotent write"}}
             recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, Result(states.FAILED, error=err),
                                                 actor=self.actor))
-            log.info("receipt %s %s failed on attempt %d: %s: %s", receipt.id, receipt.tool, receipt.attempt,
-                     err["code"], err["message"])
         self._log_fenced(receipt, recorded)
         self._complete_batch(recorded)
         return recorded

@@ -11,12 +11,16 @@ tool runs on a thread pool; at its limit the caller stops waiting and the thread
 logged), since a thread cannot be stopped. Either way the attempt is recorded as timed out within
 about a second of its limit; a tool stuck in C code that holds the GIL stops neither, and the Celery
 hard time limit on the task is the backstop that recycles such a process.
+
+Wherever it runs, a tool runs in a copy of the caller's context (``contextvars``): the trace context
+of its attempt's span and the log fields bound for its receipt follow it onto the thread or the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 import signal
 import threading
@@ -52,6 +56,11 @@ def can_interrupt() -> bool:
             and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
 
 
+async def _in_context(context: contextvars.Context, invocation: Invocation) -> Any:
+    """Await ``invocation`` as a task of its own that runs in ``context`` (cancelling this cancels it)."""
+    return await asyncio.get_running_loop().create_task(invocation.fn(**invocation.kwargs), context=context)
+
+
 class Runner:
     """Runs invocations with a timeout. Threads and the loop start lazily, after any fork."""
 
@@ -68,10 +77,11 @@ class Runner:
         if not invocation.is_async and can_interrupt():
             return self._run_here(invocation, timeout)
         future: concurrent.futures.Future[Any]
+        context = contextvars.copy_context()
         if invocation.is_async:
-            future = asyncio.run_coroutine_threadsafe(invocation.fn(**invocation.kwargs), self._event_loop())
+            future = asyncio.run_coroutine_threadsafe(_in_context(context, invocation), self._event_loop())
         else:
-            future = self._threads().submit(invocation.fn, **invocation.kwargs)
+            future = self._threads().submit(lambda: context.run(invocation.fn, **invocation.kwargs))
         return self._wait(future, timeout, invocation)
 
     @staticmethod

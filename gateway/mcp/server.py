@@ -1,11 +1,12 @@
 """``/mcp``: the tenant's catalogue as an MCP server, over streamable HTTP (the ``mcp`` package's server).
 
 ``tools/list`` is every tool the key may call (its tenant's, or those its scope names),
-``tools/call`` a receipt (:mod:`gateway.mcp.calls`; a read-only key calls nothing). Sessions are the ``mcp`` package's stateful streamable-HTTP sessions:
-progress notifications ride the response stream of the call they belong to, and a client's
-cancellation reaches the call it names. A session lives in the gateway process that opened it, so
-several gateway processes behind one address need session affinity on ``/mcp`` (the
-``Mcp-Session-Id`` header); the receipts, as always, are in the database.
+``tools/call`` a receipt (:mod:`gateway.mcp.calls`; a read-only key calls nothing). Sessions are
+the ``mcp`` package's stateful streamable-HTTP sessions: progress notifications ride the response
+stream of the call they belong to, and a client's cancellation reaches the call it names. A session
+lives in the gateway process that opened it, so several gateway processes behind one address need
+session affinity on ``/mcp`` (the ``Mcp-Session-Id`` header); the receipts, as always, are in the
+database.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import JSONResponse
 
 from gateway.batches import accept_batch
@@ -14,6 +14,7 @@ from gateway.services import Services
 from gateway.waiters import wait_until
 from receipts.records import Batch, Tenant
 from receipts.store import batches
+from receipts.telemetry import tracing
 
 router = APIRouter(prefix="/v1", tags=["batches"])
 
@@ -37,7 +38,7 @@ def batch_response(batch: Batch, replayed: bool = False) -> JSONResponse:
 
 @router.post("/batches", status_code=202, response_model=BatchBody,
              responses={200: {"model": BatchBody, "description": "every call ended within wait_s"}, **PROBLEMS})
-async def create_batch(body: BatchRequest, services: ServicesDep, caller: CallerDep,
+async def create_batch(request: Request, body: BatchRequest, services: ServicesDep, caller: CallerDep,
                        idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Run a model's tool calls, given in its own format; answer with the messages to append.
 
@@ -48,7 +49,8 @@ async def create_batch(body: BatchRequest, services: ServicesDep, caller: Caller
     ``wait_s``, else 202 (poll the batch).
     The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
     """
-    batch, _receipts, replayed = await accept_batch(services, caller, body, idempotency_key)
+    batch, _receipts, replayed = await accept_batch(services, caller, body, idempotency_key,
+                                                    tracing.accepted_under(request.headers))
     if not batch.completed and body.wait_s:
         batch = await read_batch(services, caller.tenant, batch.id, body.wait_s)
     return batch_response(batch, replayed)

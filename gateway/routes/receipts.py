@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import JSONResponse
 
 from agents.batches import completion
@@ -32,6 +32,7 @@ from receipts.messages import publish_run
 from receipts.records import Caller, Receipt
 from receipts.store import approvals, batches, calls, runs
 from receipts.store.calls import Result
+from receipts.telemetry import tracing
 
 router = APIRouter(prefix="/v1", tags=["receipts"])
 
@@ -62,15 +63,16 @@ def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False)
 
 @router.post("/tool-calls", status_code=202, response_model=ReceiptBody,
              responses={200: {"model": ReceiptBody, "description": "terminal within wait_s, or a replay"}, **PROBLEMS})
-async def create_tool_call(body: ToolCallRequest, services: ServicesDep, caller: CallerDep,
+async def create_tool_call(request: Request, body: ToolCallRequest, services: ServicesDep, caller: CallerDep,
                            idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Accept a tool call. 202 with the pending receipt once it is durably stored.
 
     With ``wait_s``, answers 200 with the terminal receipt if it settles in time. The same
     Idempotency-Key with the same request returns the first receipt (200, ``Idempotent-Replayed``).
-    A key limited to some tools gets 403 for any other; a read-only key gets 403.
+    A key limited to some tools gets 403 for any other; a read-only key gets 403. A W3C
+    ``traceparent`` header is continued: the call's execution and its requests join that trace.
     """
-    receipt, replayed = await accept(services, caller, body, idempotency_key)
+    receipt, replayed = await accept(services, caller, body, idempotency_key, tracing.accepted_under(request.headers))
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
     if body.wait_s and receipt.status != states.WAITING:  # a client-run call waits for its client

@@ -125,6 +125,9 @@ receipts = Table(
     # The call's secret arguments (schema properties marked writeOnly or format password), encrypted
     # with TOOLRELAY_SECRET_KEY; ``input`` holds them masked. Only a worker's claim reads it (migration 0006).
     Column("secret_input", Text, nullable=True),
+    # The W3C trace context the call was accepted under (migration 0007): the worker's span of each
+    # attempt is its child, so one trace runs from the caller's request to the tool's own requests.
+    Column("traceparent", String(64), nullable=True),
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_receipts_tenant_idempotency_key"),
     Index("ix_receipts_tenant_id_id", "tenant_id", "id"),
     Index("ix_receipts_tenant_trace", "tenant_id", "trace_id"),
@@ -212,6 +215,7 @@ webhook_messages = Table(
     Column("locked_until", Timestamp, nullable=True),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    Column("traceparent", String(64), nullable=True),  # the receipt's, so a delivery joins its trace (0007)
     Index("ix_webhook_messages_due", "status", "next_attempt_at"),
     Index("ix_webhook_messages_endpoint", "endpoint_id", "id"),
     Index("ix_webhook_messages_endpoint_created", "endpoint_id", "created_at"),  # migration 0002

@@ -56,6 +56,7 @@ class NewCall:
     batch_id: str | None = None
     approval_timeout_s: float | None = None  # set: the call waits this long for a person's approval
     secret_input: str | None = None  # the secret arguments, encrypted (``arguments`` has them masked)
+    traceparent: str | None = None  # the W3C trace context it is accepted under (tracing continues it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +132,7 @@ def insert_params(entries: list[Entry]) -> dict[str, Any]:
             "timeout_s": spec.timeout_s, "queue": spec.queue, "deadline_s": call.deadline_s,
             "batch_id": call.batch_id,
             "approval_timeout_s": call.approval_timeout_s if entry.status == states.WAITING else None,
-            "secret_input": call.secret_input,
+            "traceparent": call.traceparent, "secret_input": call.secret_input,
         })
     return {"rows": Jsonb(rows)}
 

@@ -69,10 +69,10 @@ NEW_MESSAGE_ID = "'msg_' || replace(gen_random_uuid()::text, '-', '')"
 
 OUTBOX = f"""
 m AS (
-    INSERT INTO webhook_messages ({MESSAGE_COLUMNS})
+    INSERT INTO webhook_messages ({MESSAGE_COLUMNS}, traceparent)
     SELECT {NEW_MESSAGE_ID}, r.tenant_id, t.endpoint_id, t.url, r.event_type, r.id,
            jsonb_build_object('type', r.event_type, 'timestamp', {NOW_ISO}, 'data', {api_json("r")}),
-           'pending', 0, now(), now(), now()
+           'pending', 0, now(), now(), now(), r.traceparent
     FROM (SELECT r.*, {EVENT_TYPE} AS event_type FROM r) AS r
     CROSS JOIN LATERAL {subscribers("r.tenant_id", "r.event_type", "r.webhook_url")} AS t
     WHERE r.event_type IS NOT NULL
@@ -112,7 +112,7 @@ NEW_CALL = (
     ("max_attempts", "int"), ("idempotency_key", "text"), ("request_hash", "text"), ("metadata", "jsonb"),
     ("webhook_url", "text"), ("effect", "text"), ("idempotent", "bool"), ("timeout_s", "float8"),
     ("queue", "text"), ("deadline_s", "float8"), ("batch_id", "text"), ("approval_timeout_s", "float8"),
-    ("secret_input", "text"),
+    ("traceparent", "text"), ("secret_input", "text"),
 )
 # A call that needs a person's approval waits for it until its approval times out (its deadline_at
 # meanwhile); once approved, its own deadline runs from then (deadline_s).
@@ -130,7 +130,8 @@ SELECT u.id, u.tenant_id, u.trace_id, u.call_id, u.parent_id, u.tool, u.kind, u.
        u.max_attempts, u.idempotency_key, u.request_hash, u.metadata, u.webhook_url, u.effect, u.idempotent,
        u.timeout_s, u.queue, now(), now(), NULL, CASE WHEN u.status IN {_in(states.TERMINAL)} THEN now() END,
        now() + make_interval(secs => coalesce(u.approval_timeout_s, u.deadline_s)), now(),
-       CASE WHEN u.status = 'pending' THEN now() END, NULL, u.batch_id, {_APPROVAL}, u.deadline_s, u.secret_input
+       CASE WHEN u.status = 'pending' THEN now() END, NULL, u.batch_id, {_APPROVAL}, u.deadline_s, u.traceparent,
+       u.secret_input
 FROM jsonb_to_recordset(%(rows)s) AS u({", ".join(f"{name} {kind}" for name, kind in NEW_CALL)})
 {where}
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING

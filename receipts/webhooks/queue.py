@@ -36,10 +36,10 @@ WITH due AS (
     FROM due WHERE webhook_messages.id = due.id
     RETURNING webhook_messages.id, webhook_messages.tenant_id, webhook_messages.endpoint_id, webhook_messages.url,
               webhook_messages.event_type, webhook_messages.receipt_id, webhook_messages.payload,
-              webhook_messages.attempts, webhook_messages.locked_until
+              webhook_messages.attempts, webhook_messages.locked_until, webhook_messages.traceparent
 )
 SELECT m.id, m.tenant_id, m.endpoint_id, m.url, m.event_type, m.receipt_id, m.payload, m.attempts, m.locked_until,
-       e.id IS NOT NULL, e.url, e.enabled, e.disabled_reason, e.secrets, t.webhook_secrets, now()
+       e.id IS NOT NULL, e.url, e.enabled, e.disabled_reason, e.secrets, t.webhook_secrets, now(), m.traceparent
 FROM m LEFT JOIN webhook_endpoints e ON e.id = m.endpoint_id
        LEFT JOIN tenants t ON m.endpoint_id IS NULL AND t.id = m.tenant_id
 ORDER BY m.id"""
@@ -77,7 +77,7 @@ DISABLE = ("UPDATE webhook_endpoints SET enabled = false, updated_at = now(), di
 
 def _claimed(row: tuple[Any, ...]) -> Claimed:
     (message_id, tenant_id, endpoint_id, url, event_type, receipt_id, payload, attempts, lease,
-     endpoint_exists, endpoint_url, enabled, disabled_reason, endpoint_ring, tenant_ring, now) = row
+     endpoint_exists, endpoint_url, enabled, disabled_reason, endpoint_ring, tenant_ring, now, traceparent) = row
     refusal = None
     secrets: tuple[str, ...] = ()
     if endpoint_id is not None:
@@ -94,7 +94,7 @@ def _claimed(row: tuple[Any, ...]) -> Claimed:
                    if endpoint_id is None else "not sent: the endpoint has no valid signing secret")
     return Claimed(id=message_id, tenant_id=tenant_id, endpoint_id=endpoint_id, url=url, event_type=event_type,
                    receipt_id=receipt_id, payload=payload, attempts=attempts, lease=lease, secrets=secrets,
-                   refusal=refusal)
+                   refusal=refusal, traceparent=traceparent)
 
 
 @operation

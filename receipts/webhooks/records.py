@@ -167,6 +167,8 @@ class Claimed:
     ``secrets`` are the encrypted signing secrets still valid (newest first); ``refusal`` says why
     the message cannot be sent at all (endpoint disabled or deleted, no default secret).
     ``lease`` is the ``locked_until`` value written by the claim: the fencing token of the result.
+    ``traceparent`` is the trace context of the receipt the message reports, sent along so the
+    delivery joins that trace.
     """
 
     id: str
@@ -180,6 +182,7 @@ class Claimed:
     lease: datetime
     secrets: tuple[str, ...]
     refusal: str | None = None
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,9 @@
 """``mcp``: list and call the tools of an MCP server over streamable HTTP (the ``mcp`` package).
 
+Each session is a client span (``mcp <method>``) in the attempt's trace, and every HTTP request of it
+carries that span's ``traceparent``; with tracing on, OpenTelemetry's httpx2 instrumentation makes a
+span of each request as well.
+
 The server's URL comes from the tool definition or the stored setup (never from a model's
 arguments), its auth headers from the stored setup. The SDK's HTTP client (httpx2) sends on
 :class:`~workers.guarded_transport.GuardedTransport2`, the same guarded connection pool as every other
@@ -19,13 +23,17 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
+from receipts.telemetry import tracing
 from workers.egress import USER_AGENT
 from workers.errors import ToolError, ToolFailure, ToolTimeout, UpstreamError
 from workers.guarded_transport import GuardedTransport2
 from workers.integrations.base import Call, Method, Provider, Values, schema
 
 T = TypeVar("T")
+tracer = trace.get_tracer("toolrelay.workers")
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -57,21 +65,32 @@ def mapped(exc: BaseException, url: str) -> ToolFailure:
     return UpstreamError(f"MCP request to {url} failed: {type(first).__name__}: {first}", retryable=False)
 
 
-async def _session(values: Values, call: Call, action: Callable[[Client], Awaitable[T]]) -> T:
+def _traced(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
+    if not tracing.active():
+        return transport
+    from opentelemetry.instrumentation.httpx import AsyncOpenTelemetryTransportHttpx2
+
+    return AsyncOpenTelemetryTransportHttpx2(transport)  # type: ignore[arg-type]  # the stubs name httpx's base
+
+
+async def _session(values: Values, call: Call, method: str, action: Callable[[Client], Awaitable[T]]) -> T:
     url = values["url"]
     transport = GuardedTransport2(call.guard)
     timeout = call.request_timeout()
-    headers = {"User-Agent": USER_AGENT, **(values.get("headers") or {})}
-    try:
-        async with httpx2.AsyncClient(transport=transport, headers=headers, trust_env=False,
-                                      timeout=httpx2.Timeout(timeout)) as http, \
-                Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout,
-                       cache=None) as client:
-            return await action(client)
-    except ToolFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001 - every SDK failure is mapped to the error vocabulary
-        raise mapped(exc, url) from None
+    with tracer.start_as_current_span(f"mcp {method}", kind=SpanKind.CLIENT,
+                                      attributes={"rpc.system": "mcp", "rpc.method": method}):
+        headers = {"User-Agent": USER_AGENT, **(values.get("headers") or {})}
+        tracing.inject(headers)
+        try:
+            async with httpx2.AsyncClient(transport=_traced(transport), headers=headers, trust_env=False,
+                                          timeout=httpx2.Timeout(timeout)) as http, \
+                    Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout,
+                           cache=None) as client:
+                return await action(client)
+        except ToolFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every SDK failure is mapped to the error vocabulary
+            raise mapped(exc, url) from None
 
 
 def _dump(model: Any) -> Any:
@@ -79,13 +98,14 @@ def _dump(model: Any) -> Any:
 
 
 async def list_tools(values: Values, call: Call) -> dict[str, Any]:
-    result = await _session(values, call, lambda client: client.list_tools())
+    result = await _session(values, call, "tools/list", lambda client: client.list_tools())
     return {"tools": [{"name": tool.name, "description": tool.description or "",
                        "input_schema": tool.input_schema} for tool in result.tools]}
 
 
 async def call_tool(values: Values, call: Call) -> dict[str, Any]:
-    result = await _session(values, call, lambda client: client.call_tool(values["tool"], values.get("arguments")))
+    result = await _session(values, call, "tools/call",
+                            lambda client: client.call_tool(values["tool"], values.get("arguments")))
     content = [_dump(block) for block in result.content]
     if result.is_error:
         text = " ".join(block.get("text", "") for block in content if block.get("type") == "text").strip()

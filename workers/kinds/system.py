@@ -25,6 +25,7 @@ from receipts.secretbox import SecretKeyMissing
 from receipts.settings import Settings
 from receipts.store import calls
 from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
+from receipts.telemetry import tracing
 from workers.context import ToolContext
 from workers.errors import InvalidArguments, ToolError, ToolNotFound
 from workers.runner import Invocation
@@ -132,7 +133,8 @@ class SystemKind:
         request = CallRequest(tool=name, arguments=arguments.get("arguments") or {}, trace_id=receipt.trace_id,
                               call_id=arguments.get("call_id"), parent_id=receipt.id,
                               idempotency_key=f"tool_calls_create:{receipt.id}",
-                              metadata=arguments.get("metadata") or {}, timeout_s=arguments.get("timeout_s"))
+                              metadata=arguments.get("metadata") or {}, timeout_s=arguments.get("timeout_s"),
+                              traceparent=tracing.current_traceparent())  # the child continues this attempt's trace
         try:
             call = prepare(self.settings, receipt.tenant_id, CheckedTool.of(spec), request)
         except InvalidInput as exc:
