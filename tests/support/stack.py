@@ -52,14 +52,21 @@ def wait_serving(process: Process, base_url: str, timeout: float = 30) -> None:
 
 
 class Process:
-    """A child process in its own session (so a kill reaches its whole tree), logging to a file."""
+    """A child process in its own session (so a kill reaches its whole tree), logging to a file.
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: Path = ROOT) -> None:
+    With ``split_stderr`` its standard error (where toolrelay logs) goes to a file of its own,
+    ``err_path``; :meth:`log` reads both.
+    """
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path, cwd: Path = ROOT,
+                 split_stderr: bool = False) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
+        self.err_path = log_dir / f"{name}.err.log" if split_stderr else None
         self._log = self.log_path.open("ab")
-        self.popen = subprocess.Popen(argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd,
-                                      start_new_session=True)
+        self._err = self.err_path.open("ab") if self.err_path is not None else None
+        self.popen = subprocess.Popen(argv, env=env, stdout=self._log, stderr=self._err or subprocess.STDOUT,
+                                      cwd=cwd, start_new_session=True)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.popen.poll() is None:
@@ -71,15 +78,29 @@ class Process:
             os.killpg(self.popen.pid, signal.SIGKILL)
             self.popen.wait(timeout=5)
         self._log.close()
+        if self._err is not None:
+            self._err.close()
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text + self.stderr()
+
+    def stderr(self) -> str:
+        """What it wrote to standard error, when that has a file of its own."""
+        if self.err_path is None or not self.err_path.exists():
+            return ""
+        return self.err_path.read_text(errors="replace")
 
 
 class Stack:
-    """Start and stop the processes of one deployment; talk to it over HTTP."""
+    """Start and stop the processes of one deployment; talk to it over HTTP.
 
-    def __init__(self, tmp: Path, **settings: Any) -> None:
+    ``settings`` become ``TOOLRELAY_*`` variables; ``env`` adds others (``OTEL_*``, say);
+    ``split_stderr`` keeps each process's standard error in a file of its own.
+    """
+
+    def __init__(self, tmp: Path, *, env: dict[str, str] | None = None, split_stderr: bool = False,
+                 **settings: Any) -> None:
         self.tmp = tmp
         self.effects = tmp / "effects"
         self.effects.mkdir(parents=True, exist_ok=True)
@@ -101,6 +122,8 @@ class Stack:
             "TOOLRELAY_LOG_LEVEL": "INFO",
         }
         self.env.update({f"TOOLRELAY_{k.upper()}": str(v) for k, v in settings.items()})
+        self.env.update(env or {})
+        self.split_stderr = split_stderr
         self.settings = Settings(database_url=self.database_url)
         self.db = Database(self.database_url, pool_size=2, name="toolrelay-test")
         self.api_key = self.db.run(create_key("tests"))
@@ -113,7 +136,8 @@ class Stack:
     def run(self, name: str, *args: str, prefix: Sequence[str] = ()) -> Process:
         """Start ``toolrelay *args`` as ``name``; ``prefix`` goes before the interpreter in the command line
         (e.g. a ``faketime`` that sets the process's clock)."""
-        process = Process(name, [*prefix, sys.executable, "-m", "toolrelay", *args], self.env, self.tmp)
+        process = Process(name, [*prefix, sys.executable, "-m", "toolrelay", *args], self.env, self.tmp,
+                          split_stderr=self.split_stderr)
         self.processes.append(process)
         return process
 
@@ -166,8 +190,9 @@ class Stack:
 
 
 @contextmanager
-def running_stack(tmp: Path, *, workers: int = 1, beat: bool = True, **settings: Any) -> Iterator[Stack]:
-    stack = Stack(tmp, **settings)
+def running_stack(tmp: Path, *, workers: int = 1, beat: bool = True, env: dict[str, str] | None = None,
+                  split_stderr: bool = False, **settings: Any) -> Iterator[Stack]:
+    stack = Stack(tmp, env=env, split_stderr=split_stderr, **settings)
     try:
         stack.start_gateway()
         for _ in range(workers):
