@@ -71,6 +71,7 @@ def configure(settings: Settings, *, celery: bool = False) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
+    logging.captureWarnings(True)  # warnings too are log lines (logger py.warnings), not raw text on stderr
     for noisy in NOISY:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
     if celery:
