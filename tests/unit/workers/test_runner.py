@@ -186,3 +186,20 @@ def test_hung_threads_do_not_block_later_invocations() -> None:
         with pytest.raises(ToolTimeout):
             on_another_thread(lambda: runner.run(Invocation(blocking), 0.2))
     assert on_another_thread(lambda: runner.run(Invocation(lambda: "still working"), 5)) == "still working"
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_a_tool_runs_in_the_callers_context_wherever_it_runs(place: Callable[[Callable[[], Any]], Any]) -> None:
+    from receipts.telemetry import logfields
+
+    async def async_fields() -> dict[str, str]:
+        return dict(logfields.current())
+
+    runner = Runner()
+
+    def both() -> tuple[Any, Any]:
+        with logfields.bound(receipt_id="rcpt_ctx"):
+            return (runner.run(Invocation(lambda: dict(logfields.current())), 5),
+                    runner.run(Invocation(async_fields, is_async=True), 5))
+
+    assert place(both) == ({"receipt_id": "rcpt_ctx"}, {"receipt_id": "rcpt_ctx"})

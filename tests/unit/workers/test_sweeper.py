@@ -41,3 +41,17 @@ def test_sweep_once_resends_a_receipt_whose_lease_ran_out_by_the_databases_clock
     report = sweep_once(db, sender, settings)
     assert (report.reclaimed, [r.id for r in report.republished]) == (1, [receipt.id])
     assert sender.executes() == [receipt.id]
+
+
+def test_sweep_once_counts_what_it_did(db: Database) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from workers.metrics import WorkerMetrics
+
+    registry = CollectorRegistry()
+    metrics = WorkerMetrics(registry)
+    db.run(calls.create(call()))
+    sweep_once(db, RecordingSender(), Settings(republish_after_s=0, lease_grace_s=2), after_restart=True,
+               metrics=metrics)
+    assert registry.get_sample_value("toolrelay_sweeper_actions_total", {"action": "republished"}) == 1
+    assert registry.get_sample_value("toolrelay_sweeper_actions_total", {"action": "expired"}) == 0
