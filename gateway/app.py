@@ -54,8 +54,8 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     ``metrics_registry`` with its figures; a database handed in is observed by whoever made it."""
     if db is None:
         db = Database.from_settings(settings, pool_size=4, name="toolrelay-gateway")
-        registry = metrics_registry = metrics_registry or CollectorRegistry(auto_describe=False)
-        db.subscribe(CallObserver(CallMetrics(registry)))  # calls this gateway ends: cancels, clients' results
+        metrics_registry = metrics_registry or CollectorRegistry(auto_describe=False)
+        db.subscribe(CallObserver(CallMetrics(metrics_registry)))  # calls it ends: cancels, clients' results
     publisher: RedisPublisher | BatchPublisher | None = None
     if sender is None:
         sender = make_sender(settings)
