@@ -180,6 +180,16 @@ def test_mcp_list_and_call_tools(worker: Worker, mcp_url: str) -> None:
     assert added.output["structured_content"] == {"result": 5} and added.output["content"][0]["text"] == "5"
 
 
+def test_mcp_requests_carry_the_trace_context_of_the_call(worker: Worker) -> None:
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    seen: list[dict[str, str]] = []
+    with mcp_server(seen) as url:
+        enable(worker, "mcp_traced", "mcp", "call_tool", url=url)
+        added = worker.run("mcp_traced", {"tool": "add", "arguments": {"a": 1, "b": 1}}, traceparent=caller)
+    assert added.status == "success", added.error
+    assert seen and {headers.get("traceparent") for headers in seen} == {caller}  # every request of the session
+
+
 def test_mcp_tool_errors_and_unknown_tools_fail_the_call(worker: Worker, mcp_url: str) -> None:
     enable(worker, "mcp_call", "mcp", "call_tool", url=mcp_url)  # the URL fixed in the tool definition
     exploded = worker.run("mcp_call", {"tool": "explode", "arguments": {"reason": "r"}})
