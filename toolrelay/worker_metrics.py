@@ -9,8 +9,10 @@ its mode when it is first imported, so :func:`prepare` runs before anything impo
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -31,11 +33,19 @@ def prepare() -> Path:
         raise RuntimeError("prometheus_client was imported before the metrics directory was set up")
     given = os.environ.get(ENV)
     directory = Path(given) if given else Path(tempfile.mkdtemp(prefix="toolrelay-metrics-"))
+    if not given:
+        atexit.register(_remove, directory, os.getpid())
     directory.mkdir(parents=True, exist_ok=True)
     for stale in directory.glob("*.db"):
         stale.unlink()
     os.environ[ENV] = str(directory)
     return directory
+
+
+def _remove(directory: Path, owner: int) -> None:
+    """Remove the directory this process made, when it exits (never from a child that runs atexit handlers)."""
+    if os.getpid() == owner:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def serve(app: Celery, host: str, port: int) -> None:
