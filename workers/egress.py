@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import httpx2
 
 from receipts.outbound.guard import OutboundGuard
 from receipts.telemetry import tracing
@@ -55,6 +56,15 @@ def traced(transport: httpx.AsyncBaseTransport) -> httpx.AsyncBaseTransport:
     from opentelemetry.instrumentation.httpx import AsyncOpenTelemetryTransport
 
     return AsyncOpenTelemetryTransport(transport)
+
+
+def traced2(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
+    """:func:`traced` for httpx2 (the HTTP client of the ``mcp`` and ``openai`` SDKs)."""
+    if not tracing.active():
+        return transport
+    from opentelemetry.instrumentation.httpx import AsyncOpenTelemetryTransportHttpx2
+
+    return AsyncOpenTelemetryTransportHttpx2(transport)  # type: ignore[arg-type]  # the stubs name httpx's base
 
 
 def guarded_client(guard: OutboundGuard, **kwargs: Any) -> httpx.AsyncClient:

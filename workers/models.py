@@ -24,7 +24,7 @@ import httpx2
 import openai
 
 from receipts.outbound.guard import OutboundGuard
-from workers.egress import retry_after_ms
+from workers.egress import retry_after_ms, traced2
 from workers.errors import ToolFailure
 from workers.guarded_transport import GuardedTransport2
 
@@ -60,7 +60,7 @@ class Completion:
 
 
 def _guarded_client(guard: OutboundGuard, timeout_s: float) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(transport=GuardedTransport2(guard), trust_env=False, follow_redirects=False,
+    return httpx2.AsyncClient(transport=traced2(GuardedTransport2(guard)), trust_env=False, follow_redirects=False,
                               headers={"User-Agent": USER_AGENT}, timeout=httpx2.Timeout(timeout_s))
 
 

@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 from receipts.telemetry import tracing
-from workers.egress import USER_AGENT
+from workers.egress import USER_AGENT, traced2
 from workers.errors import ToolError, ToolFailure, ToolTimeout, UpstreamError
 from workers.guarded_transport import GuardedTransport2
 from workers.integrations.base import Call, Method, Provider, Values, schema
@@ -65,14 +65,6 @@ def mapped(exc: BaseException, url: str) -> ToolFailure:
     return UpstreamError(f"MCP request to {url} failed: {type(first).__name__}: {first}", retryable=False)
 
 
-def _traced(transport: httpx2.AsyncBaseTransport) -> httpx2.AsyncBaseTransport:
-    if not tracing.active():
-        return transport
-    from opentelemetry.instrumentation.httpx import AsyncOpenTelemetryTransportHttpx2
-
-    return AsyncOpenTelemetryTransportHttpx2(transport)  # type: ignore[arg-type]  # the stubs name httpx's base
-
-
 async def _session(values: Values, call: Call, method: str, action: Callable[[Client], Awaitable[T]]) -> T:
     url = values["url"]
     transport = GuardedTransport2(call.guard)
@@ -82,7 +74,7 @@ async def _session(values: Values, call: Call, method: str, action: Callable[[Cl
         headers = {"User-Agent": USER_AGENT, **(values.get("headers") or {})}
         tracing.inject(headers)
         try:
-            async with httpx2.AsyncClient(transport=_traced(transport), headers=headers, trust_env=False,
+            async with httpx2.AsyncClient(transport=traced2(transport), headers=headers, trust_env=False,
                                           timeout=httpx2.Timeout(timeout)) as http, \
                     Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout,
                            cache=None) as client:
