@@ -17,7 +17,7 @@ from gateway import problems
 from gateway.console import routes as console
 from gateway.limits import BodyLimit
 from gateway.mcp import McpEndpoint
-from gateway.publisher import BatchPublisher, RedisPublisher
+from gateway.publisher import BatchPublisher, RedisPublisher, publisher_for
 from gateway.routes import batches, health, integrations, receipts, runs, tools, webhooks
 from gateway.services import Services
 from gateway.waiters import PostgresListener
@@ -59,10 +59,7 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     publisher: RedisPublisher | BatchPublisher | None = None
     if sender is None:
         sender = make_sender(settings)
-        if RedisPublisher.supports(settings.broker_url):
-            publisher = RedisPublisher(sender, grace_s=settings.lease_grace_s)
-        else:
-            publisher = BatchPublisher(sender, grace_s=settings.lease_grace_s)
+        publisher = publisher_for(settings, sender)
     services = Services(settings, db, sender, publisher, metrics_registry)
     mcp = McpEndpoint(services)
     listener: PostgresListener | None = None

@@ -28,6 +28,7 @@ from kombu.utils.uuid import uuid
 
 from receipts.messages import EXECUTE_TASK, execute_call
 from receipts.records import Receipt
+from receipts.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -172,3 +173,11 @@ class RedisPublisher:
                            "priority": 0, "body_encoding": "base64", "delivery_tag": uuid()},
         }
         return self.key_prefix + queue_name, json.dumps(message)
+
+
+def publisher_for(settings: Settings, sender: Celery) -> RedisPublisher | BatchPublisher:
+    """The publisher of a gateway on ``settings``' broker: from the event loop on Redis (unless
+    ``TOOLRELAY_REDIS_FAST_PATH`` is off), else kombu's producer in a thread."""
+    if settings.redis_fast_path and RedisPublisher.supports(settings.broker_url):
+        return RedisPublisher(sender, grace_s=settings.lease_grace_s)
+    return BatchPublisher(sender, grace_s=settings.lease_grace_s)

@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     broker_url: str = "memory://localhost/"
     # Prefix for every Redis key the broker uses, so installations (or test runs) can share a Redis.
     broker_key_prefix: str = ""
+    # On a plain redis:// broker the gateway publishes from its event loop and workers use toolrelay's
+    # Redis transport (gateway/publisher.py, workers/redis_transport.py: kombu's messages and
+    # bookkeeping, cheaper); false: kombu's own publishing and transport for both.
+    redis_fast_path: bool = True
     tool_modules: CommaList = Field(default_factory=list)
     secret_key: str = ""
 

@@ -128,7 +128,8 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
     a sweep is a trace of its own.
     """
     app = Celery("toolrelay", set_as_current=False)
-    app.conf.update(celery_config(settings), broker_transport=broker_transport(settings.broker_url))
+    transport = broker_transport(settings.broker_url) if settings.redis_fast_path else None  # None: kombu's
+    app.conf.update(celery_config(settings), broker_transport=transport)
     services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, db,
                               metrics_registry)
 

@@ -75,6 +75,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=32, help="calls or requests in flight, both sides")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (celery -c), both sides")
     parser.add_argument("--rounds", type=int, default=5, help="headline: paired rounds, order flipped each round")
+    parser.add_argument("--stock-rounds", type=int, default=3,
+                        help="headline: paired rounds on kombu's own Redis path (0: skip)")
     parser.add_argument("--low-load-calls", type=int, default=200, help="calls one at a time, each side (0: skip)")
     parser.add_argument("--gateway-receipts", type=int, default=2000, help="gateway: distinct terminal receipts read")
     parser.add_argument("--gateway-requests", type=int, default=20000, help="gateway: GETs and POSTs, each side")

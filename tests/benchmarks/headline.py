@@ -7,16 +7,21 @@ call and long-polls its receipt (``GET /v1/receipts/{id}?wait_s=30``, again whil
 Bare Celery: ``celery worker -P prefork -c N`` with a no-op task and toolrelay's Celery settings,
 its results in Redis, and ``--concurrency`` client processes that publish and ``get()`` each task.
 Both are up at once for :func:`paired.paired_rounds`; before them, the low-load latencies (one call
-at a time), after them the resident memory of every toolrelay process.
+at a time), after them the resident memory of every toolrelay process. Last (``--stock-rounds``),
+the same paired rounds with kombu's own Redis path (``TOOLRELAY_REDIS_FAST_PATH=false``: the
+gateway publishing through kombu, the worker on kombu's Redis transport), to show what toolrelay's
+own publisher and transport are worth on the whole path.
 """
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
 from tests.benchmarks import profiles
 from tests.benchmarks.celery_baseline import CeleryBaseline
+from tests.benchmarks.deployment import Deployment
 from tests.benchmarks.load import Client, summarize
 from tests.benchmarks.paired import CpuMeter, median_of, paired_rounds
 from tests.benchmarks.processes import check_uvloop_httptools, rss_mb, tree_pids
@@ -60,7 +65,27 @@ def headline_section(run: Run) -> dict[str, Any]:
             result["memory_mb"] = memory(gateway, worker, beat, baseline.process)
             if args.profile:
                 result["profile"] = _profiled(run, client, gateway, worker)
+            if args.stock_rounds:
+                result["stock"] = _stock(run, deployment, baseline, [gateway, worker])
     return result
+
+
+def _stock(run: Run, deployment: Deployment, baseline: CeleryBaseline, running: list[Process]) -> dict[str, Any]:
+    """Paired rounds again, toolrelay's gateway and worker restarted on kombu's own Redis path."""
+    args = run.args
+    with run.phase("headline: restart gateway and worker with TOOLRELAY_REDIS_FAST_PATH=false (kombu's Redis path)"):
+        for process in running:
+            process.kill(signal.SIGTERM)
+            process.popen.wait(60)
+        stock = {"TOOLRELAY_REDIS_FAST_PATH": "false"}
+        _, base_url = deployment.start_gateway(stock)
+        deployment.start_worker(args.workers, stock)
+        client = Client(base_url, deployment.api_key)
+        client.whole_path(200, args.concurrency)
+    paired = paired_rounds(run, "headline, kombu's Redis path",
+                           lambda: summarize(client.whole_path(args.calls, args.concurrency)),
+                           lambda: baseline.whole_path(args.calls), args.stock_rounds)
+    return {"paired": paired}
 
 
 def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:

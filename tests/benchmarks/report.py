@@ -56,6 +56,11 @@ def headline_rows(h: dict[str, Any]) -> list[Row]:
                   f"{memory['bare_worker_main']:.0f} / {_each(memory['bare_worker_children'])}", "")]
     failures = under.get("failures", 0) + sum(part.get("rejected", 0) + part.get("not_success", 0)
                                               for part in (low or {},))
+    stock = h.get("stock")
+    if stock:
+        rows += _paired("headline on kombu's Redis path", stock["paired"], "toolrelay", "")
+        failures += sum(r["ours"]["rejected"] + r["ours"]["not_success"] + r["bare"]["failed"]
+                        for r in stock["paired"]["rounds"])
     rows.append(("headline rejected, not success or lost", str(failures), "0"))
     return rows
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from kombu.transport import redis as kombu_redis
 
 from receipts.settings import Settings
 from tests.support import services
+from tests.support.stack import running_stack
 from workers.celery_app import make_celery
 from workers.redis_transport import Channel, QoS, Transport, broker_transport
 
@@ -241,3 +243,19 @@ def test_the_worker_app_connects_through_it() -> None:
     in_memory = make_celery(Settings(broker_url="memory://")).app
     with in_memory.connection_for_read() as conn:
         assert not isinstance(conn.transport, Transport)
+
+
+def test_without_the_fast_path_the_worker_app_uses_kombus_transport() -> None:
+    app = make_celery(Settings(broker_url=services.REDIS_URL, redis_fast_path=False)).app
+    with app.connection_for_read() as conn:
+        assert type(conn.transport) is kombu_redis.Transport
+
+
+def test_without_the_fast_path_a_call_runs_end_to_end_on_kombus_own(tmp_path: Path) -> None:
+    # The gateway publishes through kombu (its BatchPublisher thread), the worker consumes through
+    # kombu's transport: what an operator gets with TOOLRELAY_REDIS_FAST_PATH=false.
+    with running_stack(tmp_path, redis_fast_path="false") as stack, stack.client() as client:
+        accepted = client.post("/v1/tool-calls", json={"tool": "echo", "arguments": {"path": "kombu"}})
+        assert accepted.status_code == 202, accepted.text
+        done = stack.wait_terminal(accepted.json()["id"])
+        assert (done["status"], done["output"]) == ("success", {"path": "kombu"})

@@ -12,7 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
-from gateway.publisher import BatchPublisher, RedisPublisher
+from gateway.publisher import BatchPublisher, RedisPublisher, publisher_for
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
@@ -154,3 +154,13 @@ def test_the_event_loop_publisher_reports_a_broker_that_is_down(db: Database,
         asyncio.run(publish())
     assert "could not publish 1 accepted receipts" in caplog.text
     assert "the sweeper will send them" in caplog.text
+
+
+def test_redis_gets_the_event_loop_publisher_unless_the_fast_path_is_off() -> None:
+    def chosen(**settings: Any) -> type:
+        config = Settings(**settings)
+        return type(publisher_for(config, Celery(broker=config.broker_url, set_as_current=False)))
+
+    assert chosen(broker_url="redis://127.0.0.1:6379/0") is RedisPublisher
+    assert chosen(broker_url="redis://127.0.0.1:6379/0", redis_fast_path=False) is BatchPublisher
+    assert chosen(broker_url="amqp://guest@127.0.0.1//") is BatchPublisher

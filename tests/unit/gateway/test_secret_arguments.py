@@ -11,11 +11,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, SecretStr
 
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.secret_arguments import MASK
+from receipts.telemetry.calls import CallMetrics, CallObserver
 from tests.support import sql
 from tests.unit.gateway.conftest import Gateway, assert_problem, running_gateway
 from workers.backoff import Backoff
@@ -132,6 +134,7 @@ def test_the_tool_gets_the_secrets_and_every_surface_shows_the_mask(gateway: Gat
 def test_an_error_that_repeats_a_secret_is_masked_in_the_receipt_and_the_logs(
         gateway: Gateway, caplog: pytest.LogCaptureFixture) -> None:
     accepted = gateway.post_call({"tool": "login", "arguments": {**ARGUMENTS, "fail": True}})
+    gateway.db.subscribe(CallObserver(CallMetrics(CollectorRegistry())))  # a worker's end line for each call
     with caplog.at_level(logging.DEBUG):
         done = executor(gateway).execute(accepted.json()["id"], 30)
     assert done is not None and done.status == "failed"
@@ -139,7 +142,7 @@ def test_an_error_that_repeats_a_secret_is_masked_in_the_receipt_and_the_logs(
     assert done.error is not None and done.error["message"] == f"login refused for ada with password {MASK}"
     events = gateway.client.get(f"/v1/receipts/{done.id}/events", headers=gateway.headers())
     assert_no_secret(events.text, everything_stored(gateway.db), caplog.text)
-    assert "login refused for ada" in caplog.text
+    assert f"receipt {done.id} login failed (tool_error)" in caplog.text
 
 
 def test_a_schema_error_about_a_secret_does_not_repeat_it(gateway: Gateway) -> None:
