@@ -41,3 +41,14 @@ def test_each_documented_default_is_the_settings_default() -> None:
         else:
             expected = f"`{default}`"
         assert text in (expected, "none"), f"TOOLRELAY_{name.upper()}: README says {text}, the default is {expected}"
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_within_the_readme_leads_to_one_of_its_headings() -> None:
+    headings = {anchor(heading) for heading in re.findall(r"^#+ (.+)$", README, re.M)}
+    links = set(re.findall(r"\]\(#([^)]+)\)", README))
+    assert links and sorted(links - headings) == []
