@@ -149,14 +149,18 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """A catalogue entry: what a tool takes and the contract it declares."""
+    """A catalogue entry: what a tool takes and the contract it declares.
+
+    An entry that declares no contract is a non-idempotent write, the safe reading (DESIGN.md,
+    guarantee 3): never retried, ``outcome_unknown`` if its worker dies mid-run.
+    """
 
     name: str
     kind: str
     description: str
     parameters: dict[str, Any]
-    effect: str = "read"
-    idempotent: bool = True
+    effect: str = "write"
+    idempotent: bool = False
     timeout_s: float = 30.0
     max_attempts: int = 3
     queue: str = "tools"

@@ -1,4 +1,8 @@
-"""The tools every worker runs: echo, sleep, calculate, current_time."""
+"""The tools every worker runs: echo, sleep, calculate, current_time.
+
+Each declares its contract (an undeclared tool would be a non-idempotent write): all four are reads,
+``sleep`` included, since it changes nothing outside its own process.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +18,13 @@ from workers.errors import InvalidArguments
 from workers.registry import tool
 
 
-@tool(parameters={"type": "object", "additionalProperties": True}, timeout_s=5)
+@tool(effect="read", parameters={"type": "object", "additionalProperties": True}, timeout_s=5)
 def echo(**arguments: Any) -> dict[str, Any]:
     """Return the arguments unchanged. Useful to test a pipeline end to end."""
     return arguments
 
 
-@tool(timeout_s=3600)
+@tool(effect="read", timeout_s=3600)
 def sleep(seconds: float) -> dict[str, float]:
     """Sleep for the given number of seconds, then return how long it slept."""
     if seconds < 0:
@@ -87,13 +91,13 @@ def _eval(node: ast.AST) -> float | int:
     raise InvalidArguments(f"unsupported element in expression: {type(node).__name__}")
 
 
-@tool
+@tool(effect="read")
 def calculate(expression: str) -> dict[str, float | int]:
     """Evaluate an arithmetic expression with + - * / ** and parentheses, e.g. "(2 + 3) * 4"."""
     return {"result": evaluate(expression)}
 
 
-@tool
+@tool(effect="read")
 def current_time(timezone: str = "UTC") -> dict[str, str]:
     """The current date and time in an IANA timezone such as "Europe/Paris" (default UTC)."""
     try:

@@ -40,7 +40,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    effect: Literal["read", "write"] = "read",
+    effect: Literal["read", "write"] | None = None,
     idempotent: bool | None = None,
     timeout_s: float = 30.0,
     max_attempts: int = 3,
@@ -52,10 +52,15 @@ def tool(
     """Make a function a toolrelay tool.
 
     The name defaults to the function's, the description to its docstring, the JSON Schema of its
-    arguments to one built from the type hints. ``effect="write"`` tools are not idempotent unless
-    said so, and so are never run twice automatically. ``requires_approval=True``: each call waits for
-    a person's approval (``POST /v1/receipts/{id}/approve``) before it runs, for at most
+    arguments to one built from the type hints. ``requires_approval=True``: each call waits for a
+    person's approval (``POST /v1/receipts/{id}/approve``) before it runs, for at most
     ``approval_timeout_s`` (default ``TOOLRELAY_APPROVAL_TIMEOUT_S``, 24 h).
+
+    The contract is what the tool declares, read the safe way (DESIGN.md, guarantee 3): a tool that
+    declares neither ``effect`` nor ``idempotent`` is a non-idempotent write, so it is never run twice
+    automatically (no retry, ``outcome_unknown`` when its worker dies mid-run). ``effect="read"`` is
+    idempotent unless said otherwise; ``effect="write"`` is not; ``idempotent=`` alone keeps the
+    effect a write.
 
     Example::
 
@@ -73,7 +78,7 @@ def tool(
             kind="python",
             description=(description or inspect.getdoc(func) or "").strip(),
             parameters=arguments.schema,
-            effect=effect,
+            effect=effect or "write",
             idempotent=(effect == "read") if idempotent is None else idempotent,
             timeout_s=float(timeout_s),
             max_attempts=max_attempts,

@@ -73,33 +73,33 @@ def flaky_write(tag: str) -> dict[str, str]:
     raise RetryableError("transient failure")
 
 
-@tool(timeout_s=30)
+@tool(effect="read", timeout_s=30)
 def boom(message: str) -> None:
     """Always fails permanently."""
     raise ToolError(message, details={"hint": "this tool always fails"})
 
 
-@tool(timeout_s=30)
+@tool(effect="read", timeout_s=30)
 def crash(message: str) -> None:
     """Raises an unexpected exception."""
     raise RuntimeError(message)
 
 
-@tool(timeout_s=1, max_attempts=1)
+@tool(effect="read", timeout_s=1, max_attempts=1)
 def hang(seconds: float) -> dict[str, float]:
     """A sync tool that overruns its 1 s timeout."""
     time.sleep(seconds)
     return {"slept": seconds}
 
 
-@tool(timeout_s=1, max_attempts=1)
+@tool(effect="read", timeout_s=1, max_attempts=1)
 async def async_hang(seconds: float) -> dict[str, float]:
     """An async tool that overruns its 1 s timeout."""
     await asyncio.sleep(seconds)
     return {"slept": seconds}
 
 
-@tool
+@tool(effect="read")
 async def async_add(a: int, b: int) -> dict[str, int]:
     """Adds two integers, asynchronously."""
     await asyncio.sleep(0)
@@ -151,3 +151,21 @@ def sign_in(tag: str, user: str, password: SecretStr, vaults: list[Vault]) -> di
     _record(tag, json.dumps({"user": user, "password": password.get_secret_value(),
                              "tokens": [vault.token.get_secret_value() for vault in vaults]}))
     return {"user": user, "said": f"welcome {user}, your password {password.get_secret_value()} works"}
+
+# The two below declare neither effect nor idempotent: the safe reading makes them non-idempotent writes.
+
+
+@tool(timeout_s=5)
+def undeclared_flaky(tag: str) -> None:
+    """Declares no contract; fails with a retryable error (which must not be retried)."""
+    _record(tag, "call")
+    raise RetryableError("transient failure")
+
+
+@tool(timeout_s=5)
+def undeclared_slow(tag: str, seconds: float) -> dict[str, str]:
+    """Declares no contract; records its start, sleeps, records its end."""
+    _record(tag, "start")
+    time.sleep(seconds)
+    _record(tag, "done")
+    return {"tag": tag}

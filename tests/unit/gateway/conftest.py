@@ -30,8 +30,8 @@ from tests.support.factories import RecordingSender
 
 TOOLS = [
     ToolSpec(name="echo", kind="python", description="Return the arguments.",
-             parameters={"type": "object", "additionalProperties": True}, timeout_s=5),
-    ToolSpec(name="add", kind="python", description="Add two integers.",
+             parameters={"type": "object", "additionalProperties": True}, effect="read", timeout_s=5),
+    ToolSpec(name="add", kind="python", description="Add two integers.", effect="read",
              parameters={"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
                          "required": ["a", "b"], "additionalProperties": False}),
     ToolSpec(name="charge", kind="python", description="Charge a card.", effect="write", idempotent=False,

@@ -153,7 +153,7 @@ def gateway(db: Database) -> Iterator[Gateway]:
     settings = make_settings(db, outbound_allow_cidrs=[])  # the SSRF guard as in production
     IntegrationKind(db, IntegrationSetups(lambda: SecretBox(SECRET)), builtin_providers(), settings).publish()
     db.run(catalogue.publish([*SPECS, ToolSpec(name="echo", kind="python", description="Echo.",
-                                               parameters={"type": "object"})]))
+                                               parameters={"type": "object"}, effect="read")]))
     with running_gateway(db, settings) as running:
         yield running
 

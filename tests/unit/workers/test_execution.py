@@ -30,28 +30,28 @@ STARTED = threading.Event()
 CALLS: list[str] = []
 
 
-@tool
+@tool(effect="read")
 def greet(name: str, ctx: ToolContext) -> dict[str, Any]:
     """Greets."""
     CALLS.append("greet")
     return {"hello": name, "receipt": ctx.receipt_id, "attempt": ctx.attempt, "timeout_s": ctx.timeout_s}
 
 
-@tool
+@tool(effect="read")
 async def add(a: int, b: int) -> dict[str, int]:
     """Adds, asynchronously."""
     await asyncio.sleep(0)
     return {"sum": a + b}
 
 
-@tool
+@tool(effect="read")
 def refuse(reason: str) -> None:
     """Fails permanently."""
     CALLS.append("refuse")
     raise ToolError(reason, details={"why": reason})
 
 
-@tool
+@tool(effect="read")
 def unstable(retry_after_ms: int | None = None) -> None:
     """A read whose upstream fails."""
     CALLS.append("unstable")
@@ -71,7 +71,7 @@ def explode() -> None:
     raise KeyError("surprise")
 
 
-@tool(timeout_s=1, max_attempts=1)
+@tool(effect="read", timeout_s=1, max_attempts=1)
 def block(seconds: float) -> dict[str, str]:
     """A sync tool that overruns its timeout."""
     STARTED.set()
@@ -79,7 +79,7 @@ def block(seconds: float) -> dict[str, str]:
     return {"done": "late"}
 
 
-@tool(timeout_s=1, max_attempts=1)
+@tool(effect="read", timeout_s=1, max_attempts=1)
 async def async_block(seconds: float) -> dict[str, str]:
     """An async tool that overruns its timeout."""
     await asyncio.sleep(seconds)

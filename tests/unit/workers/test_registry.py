@@ -67,10 +67,36 @@ def test_name_and_description_come_from_the_function() -> None:
     assert "Longer explanation" in spec.description
 
 
-def test_reads_default_to_idempotent_with_the_default_contract() -> None:
+def test_a_tool_that_declares_no_contract_is_a_non_idempotent_write() -> None:
     spec = registered(book).spec
     assert (spec.effect, spec.idempotent, spec.timeout_s, spec.max_attempts, spec.queue) == (
-        "read", True, 30.0, 3, "tools")
+        "write", False, 30.0, 3, "tools")
+
+
+def test_reads_are_idempotent_unless_declared() -> None:
+    @tool(effect="read")
+    def look(key: str) -> None:
+        """Look."""
+
+    @tool(effect="read", idempotent=False)
+    def pop(key: str) -> None:
+        """Read once."""
+
+    assert (registered(look).spec.effect, registered(look).spec.idempotent) == ("read", True)
+    assert (registered(pop).spec.effect, registered(pop).spec.idempotent) == ("read", False)
+
+
+def test_declaring_only_idempotence_keeps_the_effect_a_write() -> None:
+    @tool(idempotent=True)
+    def put(key: str) -> None:
+        """Put."""
+
+    @tool(idempotent=False)
+    def append(key: str) -> None:
+        """Append."""
+
+    assert (registered(put).spec.effect, registered(put).spec.idempotent) == ("write", True)
+    assert (registered(append).spec.effect, registered(append).spec.idempotent) == ("write", False)
 
 
 def test_declared_contract_is_kept_and_the_context_parameter_is_not_in_the_schema() -> None:
@@ -151,6 +177,8 @@ def test_registry_loads_the_builtin_tools_and_named_modules() -> None:
 
 def test_builtin_tool_contracts() -> None:
     registry = load_registry([])
+    assert {spec.name: (spec.effect, spec.idempotent) for spec in registry.specs()} == {
+        name: ("read", True) for name in ("echo", "sleep", "calculate", "current_time")}
     sleep = registry.get("sleep")
     assert sleep is not None
     assert sleep.spec.parameters["properties"]["seconds"] == {"type": "number"}
