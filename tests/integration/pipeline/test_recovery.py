@@ -82,7 +82,7 @@ def test_lost_broker_message_is_republished_by_the_sweeper(tmp_path: Path) -> No
         assert final["status"] == "success", stack.logs()
         assert final["output"] == {"lost": True}
         assert final["attempt"] == 1
-        assert "republished 1" in "\n".join(p.log() for p in stack.processes if p.name == "worker2")
+        assert "republished 1" in "\n".join(p.log() for p in stack.processes if p.name == "beat")  # beat sweeps
 
 
 def test_calls_complete_after_redis_drops_every_connection(stack: Stack) -> None:
