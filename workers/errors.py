@@ -9,7 +9,9 @@
     │   └── ToolNotFound         what the call names does not exist for its tenant (error.code "not_found")
     ├── RetryableError           transient: retried if the tool is read or idempotent
     │   └── UpstreamError        a remote service failed (error.code "upstream_error")
-    └── ToolTimeout              the attempt ran out of time (error.code "timeout")
+    ├── ToolTimeout              the attempt ran out of time (error.code "timeout")
+    └── NoThreadFree             the tool was not started: every thread for sync tools is held
+                                 (error.code "internal")
 
 Any other exception a tool raises counts as a transient ``tool_error``.
 """
@@ -86,4 +88,11 @@ class ToolTimeout(ToolFailure):
     """The attempt ran out of time."""
 
     code = "timeout"
+    retryable = True
+
+
+class NoThreadFree(ToolFailure):
+    """Every thread for sync tools is held (by sync tools that overran their timeout); the tool was not started."""
+
+    code = "internal"
     retryable = True

@@ -9,11 +9,19 @@ every second until the tool gives up, so a tool that swallows the interruption s
 out. Elsewhere (a thread of the embedded mode, or a process whose own interval timer is in use) the
 tool runs on a thread pool; at its limit the caller stops waiting and the thread is abandoned (and
 logged), since a thread cannot be stopped. Either way the attempt is recorded as timed out within
-about a second of its limit; a tool stuck in C code that holds the GIL stops neither, and the Celery
-hard time limit on the task is the backstop that recycles such a process.
+about a second of its limit. A tool that blocks the interruption (masks ``SIGALRM``, or is stuck in
+C code) stops neither way: in a prefork worker the Celery hard time limit is the backstop that
+kills its process, and the worker's main process records the attempt's timeout
+(:mod:`workers.hard_limit`).
 
 Wherever it runs, a tool runs in a copy of the caller's context (``contextvars``): the trace context
 of its attempt's span and the log fields bound for its receipt follow it onto the thread or the loop.
+
+The pool is bounded, and where nothing can kill a thread (the embedded mode) abandoned threads
+would fill it for good: a sync tool waiting for a thread would then time out without ever running.
+So the runner counts the threads its sync tools hold, and when every one is held it refuses the
+next sync tool at once with :class:`NoThreadFree`, saying how many overran their timeout, rather
+than queue it behind threads that may never come back.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from workers.errors import ToolTimeout
+from workers.errors import NoThreadFree, ToolTimeout
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +69,32 @@ async def _in_context(context: contextvars.Context, invocation: Invocation) -> A
     return await asyncio.get_running_loop().create_task(invocation.fn(**invocation.kwargs), context=context)
 
 
+@dataclass
+class _Slot:
+    """One sync tool on a pool thread: whether it has returned, and whether its caller gave up on it."""
+
+    finished: bool = False
+    abandoned: bool = False
+
+
 class Runner:
-    """Runs invocations with a timeout. Threads and the loop start lazily, after any fork."""
+    """Runs invocations with a timeout. Threads and the loop start lazily, after any fork.
+
+    ``max_threads`` bounds the threads sync tools hold at once, abandoned ones included.
+    """
 
     def __init__(self, max_threads: int = 64) -> None:
         self._max_threads = max_threads
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._held = 0  # pool threads running a sync tool (abandoned or not)
+        self._abandoned = 0  # of those, the ones whose caller stopped waiting at the limit
+
+    @property
+    def abandoned(self) -> int:
+        """Sync tools still running on a pool thread after their timeout."""
+        return self._abandoned
 
     def run(self, invocation: Invocation, timeout: float) -> Any:
         """The invocation's result, or :class:`ToolTimeout` after ``timeout`` seconds."""
@@ -76,13 +102,40 @@ class Runner:
             raise ToolTimeout("no time left before the call's deadline")
         if not invocation.is_async and can_interrupt():
             return self._run_here(invocation, timeout)
-        future: concurrent.futures.Future[Any]
         context = contextvars.copy_context()
         if invocation.is_async:
             future = asyncio.run_coroutine_threadsafe(_in_context(context, invocation), self._event_loop())
-        else:
-            future = self._threads().submit(lambda: context.run(invocation.fn, **invocation.kwargs))
-        return self._wait(future, timeout, invocation)
+            return self._wait(future, timeout, invocation)
+        slot = _Slot()
+        return self._wait(self._submit(invocation, slot, context), timeout, invocation, slot)
+
+    def _submit(self, invocation: Invocation, slot: _Slot,
+                context: contextvars.Context) -> concurrent.futures.Future[Any]:
+        """Start a sync tool on a pool thread (in ``context``), or refuse it at once when every thread is held."""
+        with self._lock:
+            if self._held >= self._max_threads:
+                raise NoThreadFree(f"not started: every thread for sync tools ({self._max_threads}) is held, "
+                                   f"{self._abandoned} of them by sync tools still running after their timeout "
+                                   "(they cannot be stopped; restarting the process frees them)",
+                                   details={"threads": self._max_threads, "abandoned": self._abandoned})
+            self._held += 1
+
+        def run() -> Any:
+            try:
+                return context.run(invocation.fn, **invocation.kwargs)
+            finally:
+                with self._lock:
+                    slot.finished = True
+                    self._held -= 1
+                    if slot.abandoned:
+                        self._abandoned -= 1
+
+        try:
+            return self._threads().submit(run)
+        except BaseException:
+            with self._lock:
+                self._held -= 1
+            raise
 
     @staticmethod
     def _run_here(invocation: Invocation, timeout: float) -> Any:
@@ -115,18 +168,27 @@ class Runner:
             raise ToolTimeout(f"the attempt did not finish within {timeout:g} s")
         return result
 
-    def _wait(self, future: concurrent.futures.Future[Any], timeout: float, invocation: Invocation) -> Any:
+    def _wait(self, future: concurrent.futures.Future[Any], timeout: float, invocation: Invocation,
+              slot: _Slot | None = None) -> Any:
         try:
             return future.result(timeout)
         except TimeoutError as exc:  # concurrent.futures.TimeoutError is TimeoutError
             if future.done():
                 raise  # the tool's own TimeoutError (a socket's, say): it failed, it did not run out of time
             # Cancelling an async tool's future cancels its task on the loop; a sync tool's thread
-            # cannot be stopped, so it is left to finish on its own.
-            future.cancel()
-            if not invocation.is_async:
-                log.warning("tool %s still running after its timeout; its thread is abandoned",
-                            getattr(invocation.fn, "__name__", invocation.fn))
+            # cannot be stopped, so it is left to finish on its own (and counted until it does).
+            cancelled = future.cancel()  # True only for a sync tool that never got a thread
+            if slot is not None:
+                with self._lock:
+                    if cancelled:
+                        self._held -= 1
+                    elif not slot.finished:
+                        slot.abandoned = True
+                        self._abandoned += 1
+                if not cancelled:
+                    log.warning("tool %s still running after its timeout; its thread is abandoned (%d of %d held "
+                                "by abandoned tools)", getattr(invocation.fn, "__name__", invocation.fn),
+                                self._abandoned, self._max_threads)
             raise ToolTimeout(f"the attempt did not finish within {timeout:g} s") from exc
 
     def _threads(self) -> concurrent.futures.ThreadPoolExecutor:

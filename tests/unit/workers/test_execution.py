@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 import uuid
@@ -24,6 +25,7 @@ from workers.context import ToolContext
 from workers.errors import PartialSuccess, RetryableError, ToolError, UpstreamError
 from workers.execution import Executor, PythonKind
 from workers.registry import MARK, Registry, tool
+from workers.runner import Runner
 
 RELEASE = threading.Event()  # lets blocked sync tools end when a test is over
 STARTED = threading.Event()
@@ -416,3 +418,23 @@ def test_partial_success_keeps_what_was_done_and_is_not_retried(db: Database, ex
     assert done.error["details"] == {"bounced": "c@x"}
     assert CALLS == ["send_batch"] and sender.sent == []
     assert statuses(db, receipt.id) == ["pending", "running", "partially_succeeded"]
+
+
+def test_when_hung_sync_tools_hold_every_thread_a_call_fails_at_once_saying_why(
+        db: Database, sender: RecordingSender) -> None:
+    """As in ``toolrelay dev``: tools run on the worker's threads, where nothing can stop a hung sync tool."""
+    registry = Registry(getattr(fn, MARK) for fn in TOOLS)
+    executor = Executor(db, {"python": PythonKind(registry)}, sender, backoff=Backoff(initial=0.2, jitter=0),
+                        lease_grace_s=1.0, runner=Runner(max_threads=1))
+    hung = submit(db, block, {"seconds": 30})
+    refused = submit(db, greet, {"name": "Ada"}, max_attempts=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as worker_thread:  # not the main thread: no interval timer
+        first = worker_thread.submit(executor.execute, hung.id).result()
+        second = worker_thread.submit(executor.execute, refused.id).result()
+    assert first is not None and first.error is not None
+    assert (first.status, first.error["code"]) == ("failed", "timeout")
+    assert second is not None and second.error is not None
+    assert (second.status, second.error["code"]) == ("failed", "internal")
+    assert second.error["message"].startswith("not started: every thread for sync tools (1) is held, 1 of them by "
+                                              "sync tools still running after their timeout")
+    assert CALLS == []  # greet never ran

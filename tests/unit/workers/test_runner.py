@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from workers.errors import ToolTimeout
+from workers.errors import NoThreadFree, ToolTimeout
 from workers.runner import Invocation, Runner, can_interrupt
 
 pytestmark = pytest.mark.timeout(180, method="thread")
@@ -203,3 +203,32 @@ def test_a_tool_runs_in_the_callers_context_wherever_it_runs(place: Callable[[Ca
                     runner.run(Invocation(async_fields, is_async=True), 5))
 
     assert place(both) == ({"receipt_id": "rcpt_ctx"}, {"receipt_id": "rcpt_ctx"})
+
+def test_hung_sync_tools_cannot_exhaust_the_threads() -> None:
+    """Where no thread can be stopped, sync tools that overran hold their threads; once they hold all of
+    them the next sync tool is refused at once, with why, instead of timing out without having run."""
+    runner = Runner(max_threads=2)
+    for _ in range(2):
+        with pytest.raises(ToolTimeout):
+            on_another_thread(lambda: runner.run(Invocation(blocking), 0.2))
+    assert runner.abandoned == 2
+
+    ran: list[int] = []
+    started = time.monotonic()
+    with pytest.raises(NoThreadFree) as refused:
+        on_another_thread(lambda: runner.run(Invocation(lambda: ran.append(1)), 30))
+    assert time.monotonic() - started < 5  # at once, not after the 30 s limit
+    assert ran == []
+    assert refused.value.code == "internal" and refused.value.retryable
+    assert "every thread for sync tools (2) is held, 2 of them by sync tools still running after their timeout" \
+        in refused.value.message
+    assert refused.value.details == {"threads": 2, "abandoned": 2}
+    # Async tools do not need those threads.
+    assert on_another_thread(lambda: runner.run(Invocation(sleeping, {"seconds": 0}, is_async=True), 5)) == "late"
+
+    RELEASE.set()  # the hung tools end: their threads are free again
+    deadline = time.monotonic() + 10
+    while runner.abandoned and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert runner.abandoned == 0
+    assert on_another_thread(lambda: runner.run(Invocation(lambda: "runs again"), 5)) == "runs again"
