@@ -27,6 +27,7 @@ from receipts.settings import Settings
 from receipts.telemetry.calls import CallMetrics, CallObserver
 from workers.backoff import Backoff
 from workers.execution import Executor, KindRunner, PythonKind
+from workers.hard_limit import HardLimitRecorder, execute_request
 from workers.metrics import WorkerMetrics
 from workers.redis_transport import broker_transport
 from workers.registry import Registry, load_registry
@@ -136,7 +137,10 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
     services = WorkerServices(settings, app, registry or load_registry(settings.tool_modules), kinds, db,
                               metrics_registry)
 
-    @app.task(name=EXECUTE_TASK, ignore_result=True)
+    # The custom request records an attempt killed by the hard time limit (workers.hard_limit).
+    request = execute_request(HardLimitRecorder(lambda: services.db, app))
+
+    @app.task(name=EXECUTE_TASK, ignore_result=True, Request=request)
     def execute(receipt_id: str, lease_s: float | None = None) -> None:
         services.executor.execute(receipt_id, lease_s)
 

@@ -55,6 +55,25 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("toolrelay.workers")
 
 
+def worker_actor(pid: int | None = None) -> str:
+    """Who claimed an attempt, as the timeline records it: this host and the process (``pid``, default this one)."""
+    return f"worker:{socket.gethostname()}:{os.getpid() if pid is None else pid}"
+
+
+def complete_batch(db: Database, sender: TaskSender, recorded: Receipt | None) -> None:
+    """If ``recorded`` was the last call of its batch to end, complete the batch and resume the run waiting
+    for it (the sweeper does both, should this fail)."""
+    op = completion(recorded)
+    if op is None:
+        return
+    try:
+        run = db.run(op)
+        if run is not None:
+            publish_run(sender, run.id)
+    except Exception:  # noqa: BLE001 - the call's end is committed; the sweeper completes the batch
+        log.exception("could not complete the batch of receipt %s; the sweeper will", recorded and recorded.id)
+
+
 class KindRunner(Protocol):
     """Prepares the invocation of a tool of one kind (python, api_call, integration, system)."""
 
@@ -117,7 +136,11 @@ class Executor:
         self.lease_grace_s = lease_grace_s
         self.runner = runner or Runner()
         self.metrics = metrics
-        self.actor = f"worker:{socket.gethostname()}:{os.getpid()}"
+
+    @property
+    def actor(self) -> str:
+        """This process, read at each use: an executor built before a fork serves the pool processes."""
+        return worker_actor()
 
     def execute(self, receipt_id: str, lease_s: float | None = None) -> Receipt | None:
         """Run one attempt of ``receipt_id``; returns the receipt as recorded, None if not claimed.
@@ -224,17 +247,7 @@ class Executor:
         return recorded
 
     def _complete_batch(self, recorded: Receipt | None) -> None:
-        """If this call was the last of its batch to end, complete the batch and resume the run waiting for
-        it (the sweeper does both, should this fail)."""
-        op = completion(recorded)
-        if op is None:
-            return
-        try:
-            run = self.db.run(op)
-            if run is not None:
-                publish_run(self.sender, run.id)
-        except Exception:  # noqa: BLE001 - the call's end is committed; the sweeper completes the batch
-            log.exception("could not complete the batch of receipt %s; the sweeper will", recorded and recorded.id)
+        complete_batch(self.db, self.sender, recorded)
 
     def _log_fenced(self, receipt: Receipt, recorded: Receipt | None) -> None:
         if recorded is None:

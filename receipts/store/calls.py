@@ -298,6 +298,18 @@ def cancel_batch(tenant_id: str, batch_id: str, *, reason: str, actor: str) -> S
 
 
 @operation
+def attempt_claimed_by(receipt_id: str, actor: str) -> Steps[int | None]:
+    """The attempt of ``receipt_id`` that ``actor`` claimed last (None: it claimed none).
+
+    For finishing an attempt on behalf of a process that can no longer do it (the worker's main
+    process, when the hard time limit killed the pool process that ran it): the finish is then
+    fenced by that attempt like any other.
+    """
+    row = yield Query(sql.CLAIMED_BY, {"id": receipt_id, "actor": actor})
+    return None if row is None else int(row[0])
+
+
+@operation
 def get_many(wanted: list[tuple[str | None, str]]) -> Steps[list[Receipt | None]]:
     """Receipts by ``(tenant_id, receipt_id)``, in order, in one statement; None where there is no such
     receipt for that tenant (a ``None`` tenant: whatever its tenant, for workers and the sweeper)."""

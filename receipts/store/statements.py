@@ -212,6 +212,13 @@ COMPLETE_WAITING_SQL = transition(COMPLETE_WAITING, announce=True)
 
 # -- reads ----------------------------------------------------------------------------------------
 
+# The attempt of a receipt that ``actor`` claimed last: the timeline's running event carries the actor
+# of the claim, so a process that knows which worker process ran a task can fence by that attempt.
+CLAIMED_BY = """
+SELECT attempt FROM receipt_events
+WHERE receipt_id = %(id)s AND to_status = 'running' AND actor = %(actor)s
+ORDER BY id DESC LIMIT 1"""
+
 GET_MANY = f"SELECT {COLUMNS} FROM receipts WHERE id = ANY(%(ids)s)"
 REPLAY = f"""
 SELECT {COLUMNS} FROM receipts

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -169,3 +170,21 @@ def undeclared_slow(tag: str, seconds: float) -> dict[str, str]:
     time.sleep(seconds)
     _record(tag, "done")
     return {"tag": tag}
+
+
+@tool(effect="read", timeout_s=1, max_attempts=1)
+def hang_unstoppable(tag: str, seconds: float) -> dict[str, float]:
+    """A sync tool that overruns its 1 s timeout and blocks every signal that could stop it but SIGKILL.
+
+    SIGALRM (the runner's interruption) and SIGTERM masked: no Python code runs in its process until
+    it returns, as with a tool stuck in C code.
+    """
+    _record(tag, "start")
+    blocked = {signal.SIGALRM, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        time.sleep(seconds)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, blocked)
+    _record(tag, "done")
+    return {"slept": seconds}
