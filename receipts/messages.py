@@ -44,7 +44,8 @@ def execute_call(receipt: Receipt, *, grace_s: float) -> tuple[list[Any], dict[s
 
     The message carries the lease the claim should take (the attempt timeout plus a grace period)
     and a Celery hard time limit between the two, so a hung attempt is killed before its lease runs
-    out and the sweeper then reclaims it.
+    out; the worker's main process then records it timed out (``workers.hard_limit``), and the
+    sweeper settles it at the lease only if that record was lost.
     """
     return [receipt.id, receipt.timeout_s + grace_s], {"queue": receipt.queue,
                                                        "time_limit": receipt.timeout_s + grace_s / 2}
