@@ -38,6 +38,9 @@ class EndpointBody(BaseModel):
     enabled: bool
     disabled_reason: str | None
     failing_since: str | None
+    consecutive_failures: int = Field(description="Failed attempts since the last success.")
+    paused_until: str | None = Field(description="Set while the breaker holds the endpoint's messages back (after "
+                                                 "repeated failures); past it, one trial message is sent.")
     created_at: str
     updated_at: str
 

@@ -88,6 +88,14 @@ class Settings(BaseSettings):
     webhook_disable_after_s: float = 5 * 24 * 3600.0
     webhook_batch: int = 200
     webhook_concurrency: int = 32
+    # Deliveries in flight to one endpoint (or one call's webhook_url) per dispatcher, so a slow or
+    # hanging endpoint holds only its share; 0: a quarter of webhook_concurrency (at least 1).
+    webhook_endpoint_concurrency: int = 0
+    # The breaker: after this many failed attempts in a row an endpoint is paused for the cool-down,
+    # doubled at each opening in a row up to the maximum, then gets one trial; 0 turns it off.
+    webhook_breaker_failures: int = 5
+    webhook_breaker_cooldown_s: float = 30.0
+    webhook_breaker_max_s: float = 3600.0
     # How often beat (or the embedded mode) pumps the dispatcher; nudges after transitions come sooner.
     webhook_poll_s: float = 1.0
 
@@ -117,6 +125,13 @@ class Settings(BaseSettings):
     def rate_limit_capacity(self) -> int:
         """The token bucket's size: the burst, or the rate rounded up (at least one request)."""
         return self.rate_limit_burst or max(1, math.ceil(self.rate_limit_per_s))
+
+    @property
+    def endpoint_concurrency(self) -> int:
+        """Deliveries in flight to one endpoint per dispatcher (``webhook_endpoint_concurrency`` resolved)."""
+        if self.webhook_endpoint_concurrency > 0:
+            return self.webhook_endpoint_concurrency
+        return max(1, self.webhook_concurrency // 4)
 
     @property
     def retry_schedule_s(self) -> list[float]:

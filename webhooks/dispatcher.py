@@ -2,21 +2,30 @@
 
 One run is a pipeline on one asyncio event loop::
 
-    claim a batch (one UPDATE ... RETURNING, leased)  ->  up to ``concurrency`` POSTs at a time
-          ^ refill when the in-flight set runs low         |
+    claim a batch (one UPDATE ... RETURNING, leased)  ->  per endpoint at most ``endpoint_concurrency``,
+          ^ refill when half of the last claim is done     in all up to ``concurrency`` POSTs at a time
           +------------- record finished attempts in bulk (one INSERT + one UPDATE executemany) <-+
 
 Database calls run in a thread (``asyncio.to_thread``) so requests keep flowing while they do. A
 run ends when nothing is due any more or after ``max_s`` (then the task asks for another run, so a
-worker that also serves tools is not held by webhooks forever).
+worker that also serves tools is not held by webhooks forever). Past ``max_s`` it goes on claiming
+only while requests it sent before then are still in flight (it is running anyway), so a run that
+waits for a hanging endpoint's last requests keeps every other endpoint's messages moving.
 
 Each delivery attempt is a span in the trace of the receipt its message reports (the message keeps the
 receipt's ``traceparent``), and the POST carries that trace context, so a receiver that traces sees
 its webhook as part of the call it is about.
 
-Why the lease is what it is: a claimed message may wait behind ``batch / concurrency`` rounds of
-requests that each take up to the timeout; the lease covers that, plus a margin, so a live
-dispatcher never loses a message it holds, and a dead one's messages come back soon after.
+Endpoints are isolated: at most ``endpoint_concurrency`` deliveries of one run go to one endpoint
+(or one call's ``webhook_url``) at a time, and the claim takes at most twice that of one endpoint,
+sharing each batch between endpoints (:mod:`webhooks.lanes`, :mod:`receipts.webhooks.queue`); so a
+hanging endpoint holds at most its own share of the run's ``concurrency``, and every other
+endpoint's deliveries keep their pace. An endpoint that keeps failing is paused by its breaker.
+
+Why the lease is what it is: a claimed message may wait behind a round of its endpoint's requests,
+then behind ``batch / concurrency`` rounds of requests that each take up to the timeout; the lease
+covers that, plus a margin, so a live dispatcher never loses a message it holds, and a dead one's
+messages come back soon after.
 """
 
 from __future__ import annotations
@@ -35,7 +44,8 @@ from receipts.db import Database
 from receipts.outbound.guard import OutboundGuard
 from receipts.telemetry import tracing
 from receipts.webhooks import queue
-from receipts.webhooks.records import DELIVERED, FAILED, Claimed, Settled
+from receipts.webhooks.records import DELIVERED, FAILED, Breaker, Claimed, Settled
+from webhooks.lanes import Lanes
 from webhooks.metrics import DeliveryMetrics
 from webhooks.policy import Outcome, RetryPolicy
 from webhooks.signing import Signer
@@ -50,10 +60,11 @@ IDLE_CLAIM_S = 0.25  # with requests still in flight and nothing due, look for n
 
 
 def lease_for(timeout_s: float, batch: int, concurrency: int) -> float:
-    """Seconds a claimed message stays leased: every round of requests ahead of it, plus a margin."""
+    """Seconds a claimed message stays leased: every round of requests ahead of it (its endpoint's, then
+    the run's), its own, plus a margin."""
     batch = max(batch, 1)
     concurrency = max(min(concurrency, batch), 1)
-    return timeout_s * (math.ceil(batch / concurrency) + 1) + LEASE_MARGIN_S
+    return timeout_s * (math.ceil(batch / concurrency) + 2) + LEASE_MARGIN_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +86,8 @@ class Dispatcher:
 
     def __init__(self, db: Database, signer: Signer, policy: RetryPolicy, guard: OutboundGuard, *,
                  timeout_s: float, batch: int, concurrency: int, disable_after_s: float,
-                 metrics: DeliveryMetrics | None = None) -> None:
+                 metrics: DeliveryMetrics | None = None, endpoint_concurrency: int | None = None,
+                 breaker: Breaker | None = None) -> None:
         self.db = db
         self.metrics = metrics
         self.disable_after_s = disable_after_s
@@ -85,7 +97,10 @@ class Dispatcher:
         self.timeout_s = timeout_s
         self.batch = max(batch, 1)
         self.concurrency = max(min(concurrency, self.batch), 1)
+        self.endpoint_concurrency = max(min(endpoint_concurrency or self.concurrency, self.concurrency), 1)
+        self.breaker = breaker or Breaker()
         self.flush_size = max(self.batch // 2, self.concurrency)
+        self._lanes_limit = self._lanes().claim_limit
 
     @property
     def lease_s(self) -> float:
@@ -93,37 +108,56 @@ class Dispatcher:
 
     def run(self, *, max_s: float = 10.0) -> RunReport:
         """Deliver until nothing is due or ``max_s`` has passed (synchronous entry point for a task)."""
-        first = self._claim(self.batch)
+        lanes = self._lanes()
+        first = self._claim(self.batch, lanes.held())
         if not first:
             return RunReport()  # nothing due: no event loop, no HTTP session
-        return asyncio.run(self.run_async(max_s=max_s, claimed=first))
+        return asyncio.run(self.run_async(max_s=max_s, claimed=first, lanes=lanes))
 
-    async def run_async(self, *, max_s: float = 10.0, claimed: list[Claimed] | None = None) -> RunReport:
-        """Deliver until nothing is due or ``max_s`` has passed, starting with ``claimed`` if given."""
+    def _lanes(self) -> Lanes:
+        return Lanes(self.endpoint_concurrency, uncapped=self.endpoint_concurrency >= self.concurrency,
+                     batch=self.batch)
+
+    async def run_async(self, *, max_s: float = 10.0, claimed: list[Claimed] | None = None,
+                        lanes: Lanes | None = None) -> RunReport:
+        """Deliver until nothing is due or ``max_s`` has passed, starting with ``claimed`` if given (claimed
+        with ``lanes``'s counts)."""
         deadline = time.monotonic() + max_s
         totals = {DELIVERED: 0, FAILED: 0, "pending": 0}
         gate = asyncio.Semaphore(self.concurrency)
+        lanes = lanes or self._lanes()
         inflight: set[asyncio.Task[Settled]] = set()
+        tail: set[asyncio.Task[Settled]] | None = None  # what was in flight when max_s was up
         finished: list[Settled] = []
-        drained = False  # the last claim found less than it asked for
+        drained = False  # the last claim found less than it asked for, and no lane was full
+        last_claimed = answered = 0  # how many the last claim took, and how many have been answered since
         next_claim = 0.0
         last_flush = time.monotonic()
+
+        def start(messages: list[Claimed]) -> None:
+            nonlocal drained, last_claimed, answered, next_claim
+            room = self.batch - len(inflight)
+            lanes.add(messages)
+            inflight.update(asyncio.create_task(self._deliver(transport, gate, lanes, m)) for m in messages)
+            drained = len(messages) < room and not lanes.full()
+            last_claimed, answered, next_claim = len(messages), 0, time.monotonic() + IDLE_CLAIM_S
+
         async with Transport(self.guard, timeout_s=self.timeout_s, connections=self.concurrency) as transport:
             if claimed:
-                inflight.update(asyncio.create_task(self._deliver(transport, gate, m)) for m in claimed)
-                drained = len(claimed) < self.batch
-                next_claim = time.monotonic() + IDLE_CLAIM_S
+                start(claimed)
             while True:
                 now = time.monotonic()
-                if now < deadline and len(inflight) <= self.concurrency and (not drained or now >= next_claim):
-                    room = self.batch - len(inflight)
-                    claimed = await asyncio.to_thread(self._claim, room)
-                    inflight.update(asyncio.create_task(self._deliver(transport, gate, m)) for m in claimed)
-                    drained = len(claimed) < room
-                    next_claim = time.monotonic() + IDLE_CLAIM_S
+                if now >= deadline and tail is None:
+                    tail = set(inflight)
+                claiming = now < deadline or bool(tail and not tail.isdisjoint(inflight))
+                due = (not inflight or (drained and now >= next_claim)
+                       or (not drained and answered >= max(1, last_claimed // 2)))
+                if claiming and due and len(inflight) < self.batch:
+                    start(await asyncio.to_thread(self._claim, self.batch - len(inflight), lanes.held()))
                 if not inflight:
                     break
                 done, inflight = await asyncio.wait(inflight, timeout=FLUSH_S, return_when=asyncio.FIRST_COMPLETED)
+                answered += len(done)
                 finished.extend(task.result() for task in done)
                 if finished and (not inflight or len(finished) >= self.flush_size
                                  or time.monotonic() - last_flush >= FLUSH_S):
@@ -139,24 +173,31 @@ class Dispatcher:
                      report.retrying)
         return report
 
-    def _claim(self, limit: int) -> list[Claimed]:
-        return self.db.run(queue.claim(limit, lease_s=self.lease_s))
+    def _claim(self, limit: int, held: dict[str, int]) -> list[Claimed]:
+        """Claim up to ``limit`` messages, none of a lane beyond what it may hold (``held`` it has already).
+
+        Runs on a thread: ``held`` is a copy, and the counts are updated on the loop with what it returns.
+        """
+        return self.db.run(queue.claim(limit, lease_s=self.lease_s, lane_cap=self._lanes_limit, held=held))
 
     async def _record(self, results: list[Settled], totals: dict[str, int]) -> None:
-        await asyncio.to_thread(self.db.run, queue.record(list(results), disable_after_s=self.disable_after_s))
+        await asyncio.to_thread(self.db.run, queue.record(list(results), disable_after_s=self.disable_after_s,
+                                                          breaker=self.breaker))
         for result in results:
             totals[result.status] += 1
             if self.metrics is not None:
                 self.metrics.attempted(result.status, result.latency_ms)
 
-    async def _deliver(self, transport: Transport, gate: asyncio.Semaphore, message: Claimed) -> Settled:
+    async def _deliver(self, transport: Transport, gate: asyncio.Semaphore, lanes: Lanes,
+                       message: Claimed) -> Settled:
         """One attempt for one message; never raises (a lost result would hold the message until its lease ends)."""
         try:
             if message.refusal is not None:
                 return self.policy.settle(message, Outcome(started=time.monotonic(), error=message.refusal, sent=False,
                                                            blames_receiver=False))
             body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
-            async with gate:
+            # The endpoint's gate first: a message waiting for its endpoint takes none of the run's slots.
+            async with lanes.gate(message.lane), gate:
                 with tracer.start_as_current_span(f"webhook {message.event_type}", kind=SpanKind.PRODUCER,
                                                   context=tracing.context_of(message.traceparent),
                                                   attributes={"toolrelay.webhook.message_id": message.id,
@@ -172,3 +213,5 @@ class Dispatcher:
             outcome = Outcome(started=time.monotonic(), error=f"not sent: {type(exc).__name__}: {exc}"[:1000],
                               sent=False, blames_receiver=False)
             return self.policy.settle(message, outcome)
+        finally:
+            lanes.release(message.lane)  # the lane may take another message in the next claim

@@ -114,4 +114,5 @@ class RetryPolicy:
             attempts=attempts,
             retry_in_s=retry_in_s,
             health=health,
+            trial=message.trial,
         )

@@ -28,6 +28,7 @@ from receipts.outbound.guard import OutboundGuard
 from receipts.secretbox import SecretBox
 from receipts.settings import Settings
 from receipts.webhooks.nudges import publish_deliver
+from receipts.webhooks.records import Breaker
 from webhooks.dispatcher import Dispatcher, lease_for
 from webhooks.metrics import DeliveryMetrics
 from webhooks.policy import RetryPolicy
@@ -59,6 +60,9 @@ def build_dispatcher(settings: Settings, db: Database, metrics: DeliveryMetrics 
         concurrency=settings.webhook_concurrency,
         disable_after_s=settings.webhook_disable_after_s,
         metrics=metrics,
+        endpoint_concurrency=settings.endpoint_concurrency,
+        breaker=Breaker(settings.webhook_breaker_failures, settings.webhook_breaker_cooldown_s,
+                        settings.webhook_breaker_max_s),
     )
 
 

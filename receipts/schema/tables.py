@@ -196,6 +196,12 @@ webhook_endpoints = Table(
     Column("failing_since", Timestamp, nullable=True),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
+    # The circuit breaker (migration 0008): failed attempts since the last success; while paused_until
+    # is set the endpoint gets no message but one trial once it has passed; pauses in a row (the
+    # cool-down doubles with each).
+    Column("consecutive_failures", Integer, nullable=False, server_default=text("0")),
+    Column("paused_until", Timestamp, nullable=True),
+    Column("pauses", Integer, nullable=False, server_default=text("0")),
     Index("ix_webhook_endpoints_tenant", "tenant_id", "enabled"),
 )
 

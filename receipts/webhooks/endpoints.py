@@ -34,7 +34,7 @@ from receipts.webhooks.records import (
 from receipts.webhooks.secrets import first_ring, infos, rotate, valid
 
 ENDPOINT_COLUMNS = ("id", "tenant_id", "url", "description", "event_types", "enabled", "disabled_reason",
-                    "failing_since", "created_at", "updated_at")
+                    "failing_since", "created_at", "updated_at", "consecutive_failures", "paused_until")
 _ENDPOINT = ", ".join(ENDPOINT_COLUMNS)
 MESSAGE_COLUMNS = ("id", "endpoint_id", "url", "event_type", "receipt_id", "status", "next_attempt_at",
                    "created_at", "updated_at")
@@ -90,7 +90,7 @@ class Endpoints:
         ring, secret = first_ring(self.box, now)
         row = yield Query(
             f"INSERT INTO webhook_endpoints ({_ENDPOINT}, secrets) VALUES (%(id)s, %(tenant_id)s, %(url)s, "
-            "%(description)s, %(event_types)s, %(enabled)s, %(reason)s, NULL, now(), now(), %(secrets)s) "
+            "%(description)s, %(event_types)s, %(enabled)s, %(reason)s, NULL, now(), now(), 0, NULL, %(secrets)s) "
             f"RETURNING {_ENDPOINT}",
             {"id": new_id("ep"), "tenant_id": tenant_id, "url": url, "description": description,
              "event_types": join_types(types), "enabled": enabled,
@@ -156,7 +156,7 @@ def list_endpoints(tenant_id: str, *, limit: int = 50, cursor: str | None = None
 @transaction
 def update_endpoint(tenant_id: str, endpoint_id: str, *, url: str = _UNSET, event_types: Sequence[str] = _UNSET,
                     description: str = _UNSET, enabled: bool = _UNSET) -> Steps[Endpoint]:
-    """Change what is given. Enabling clears the disabled reason and the failure streak."""
+    """Change what is given. Enabling clears the disabled reason, the failure streak and the breaker."""
     current = _endpoint((yield from _endpoint_row(tenant_id, endpoint_id, lock=True)))
     values: dict[str, Any] = {}
     if url is not _UNSET:
@@ -166,7 +166,8 @@ def update_endpoint(tenant_id: str, endpoint_id: str, *, url: str = _UNSET, even
     if description is not _UNSET:
         values["description"] = description
     if enabled is not _UNSET and enabled != current.enabled:  # re-stating the state keeps its reason and streak
-        values.update(enabled=enabled, failing_since=None, disabled_reason=None if enabled else "disabled by request")
+        values.update(enabled=enabled, failing_since=None, disabled_reason=None if enabled else "disabled by request",
+                      consecutive_failures=0, paused_until=None, pauses=0)
     assignments = "".join(f"{name} = %({name})s, " for name in values)
     row = yield Query(f"UPDATE webhook_endpoints SET {assignments}updated_at = now() WHERE id = %(id)s "
                       f"RETURNING {_ENDPOINT}", {**values, "id": endpoint_id})

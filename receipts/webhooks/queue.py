@@ -6,6 +6,13 @@ waiting on each other, and returns them with their endpoint's URL and secrets (o
 default secrets, for a call's own ``webhook_url``). A dispatcher that dies keeps its messages only
 until the lease runs out; then another one claims them again (at-least-once).
 
+Endpoints are isolated from each other: a claim takes at most a dispatcher's per-endpoint cap of one
+endpoint's messages (counting those it has in flight there) and shares the batch between endpoints
+round-robin, so a hanging endpoint holds only its own share of the dispatcher. An endpoint that keeps
+failing trips its breaker (:class:`~receipts.webhooks.records.Breaker`): it is paused, its messages
+wait (they are not claimed, so their attempts are not used up), and once the cool-down is over one
+trial message is claimed; recording its success closes the breaker, a failure pauses it for longer.
+
 Recording writes every attempt of a batch with one INSERT and moves each message on with one UPDATE,
 fenced by the lease it was claimed with: if the lease ran out and another dispatcher took the
 message, the late result is logged as an attempt but does not overwrite the newer state. Leases,
@@ -16,33 +23,68 @@ when it is recorded, less how long ago (by the dispatcher's monotonic clock) it 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from receipts.db import Query, Steps, operation, transaction
 from receipts.records import PG_ISO_FORMAT, iso
-from receipts.webhooks.records import Claimed, Settled
+from receipts.webhooks.records import Breaker, Claimed, Settled
 from receipts.webhooks.secrets import tokens
 
 MAX_REASON = 1000
 
+# A claim is fair between lanes (an endpoint, or a call's own webhook_url): it takes at most ``cap``
+# messages of a lane, less what this dispatcher already has in flight there (``lanes``/``held``), and
+# round-robins between lanes (every lane's oldest first, then every lane's second...), so one busy
+# endpoint cannot fill the batch. Lanes at their cap and paused endpoints are left out before the scan
+# of the oldest due messages is cut at ``scan`` rows, so a backlog there cannot hide other lanes.
+# A paused endpoint whose cool-down is over lets one message through (its trial): the UPDATE of
+# ``trials`` moves its paused_until past the lease first, so of concurrent claims only one sends it.
+# (FOR UPDATE is not allowed with a window function: candidates are ranked first, then locked.)
 CLAIM = """
-WITH due AS (
+WITH held AS (
+    SELECT * FROM unnest(%(lanes)s::text[], %(held)s::int[]) AS h(lane, n)
+), due AS (
+    SELECT m.id, m.endpoint_id, m.next_attempt_at, coalesce(m.endpoint_id, m.url) AS lane,
+           e.paused_until IS NOT NULL AS trial
+    FROM webhook_messages m LEFT JOIN webhook_endpoints e ON e.id = m.endpoint_id
+    WHERE m.status = 'pending' AND m.next_attempt_at <= now() AND (m.locked_until IS NULL OR m.locked_until <= now())
+      AND (e.paused_until IS NULL OR e.paused_until <= now())
+      AND NOT EXISTS (SELECT 1 FROM held WHERE held.lane = coalesce(m.endpoint_id, m.url) AND held.n >= %(cap)s)
+    ORDER BY m.next_attempt_at LIMIT %(scan)s
+), ranked AS (
+    SELECT due.*, row_number() OVER (PARTITION BY due.lane ORDER BY due.next_attempt_at, due.id) AS rank,
+           coalesce(held.n, 0) AS n
+    FROM due LEFT JOIN held ON held.lane = due.lane
+), trials AS (
+    UPDATE webhook_endpoints e SET paused_until = now() + make_interval(secs => %(lease_s)s)
+    WHERE e.id IN (SELECT endpoint_id FROM ranked WHERE trial AND rank = 1 AND n = 0)
+      AND e.paused_until IS NOT NULL AND e.paused_until <= now()
+    RETURNING e.id
+), picked AS (
+    SELECT id, trial FROM ranked
+    WHERE CASE WHEN trial THEN rank = 1 AND endpoint_id IN (SELECT id FROM trials) ELSE rank <= %(cap)s - n END
+    ORDER BY rank, trial DESC, next_attempt_at LIMIT %(limit)s
+), locked AS (
     SELECT id FROM webhook_messages
-    WHERE status = 'pending' AND next_attempt_at <= now() AND (locked_until IS NULL OR locked_until <= now())
-    ORDER BY next_attempt_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    WHERE id IN (SELECT id FROM picked) AND status = 'pending' AND (locked_until IS NULL OR locked_until <= now())
+    FOR UPDATE SKIP LOCKED
 ), m AS (
     UPDATE webhook_messages SET locked_until = now() + make_interval(secs => %(lease_s)s)
-    FROM due WHERE webhook_messages.id = due.id
+    FROM locked WHERE webhook_messages.id = locked.id
     RETURNING webhook_messages.id, webhook_messages.tenant_id, webhook_messages.endpoint_id, webhook_messages.url,
               webhook_messages.event_type, webhook_messages.receipt_id, webhook_messages.payload,
               webhook_messages.attempts, webhook_messages.locked_until, webhook_messages.traceparent
 )
 SELECT m.id, m.tenant_id, m.endpoint_id, m.url, m.event_type, m.receipt_id, m.payload, m.attempts, m.locked_until,
-       e.id IS NOT NULL, e.url, e.enabled, e.disabled_reason, e.secrets, t.webhook_secrets, now(), m.traceparent
-FROM m LEFT JOIN webhook_endpoints e ON e.id = m.endpoint_id
+       e.id IS NOT NULL, e.url, e.enabled, e.disabled_reason, e.secrets, t.webhook_secrets, now(), m.traceparent,
+       picked.trial
+FROM m JOIN picked ON picked.id = m.id
+       LEFT JOIN webhook_endpoints e ON e.id = m.endpoint_id
        LEFT JOIN tenants t ON m.endpoint_id IS NULL AND t.id = m.tenant_id
 ORDER BY m.id"""
+SCAN_FACTOR = 4  # due messages a claim looks at, per message it may take
 
 RELEASE_ALL = "UPDATE webhook_messages SET locked_until = NULL WHERE status = 'pending' AND locked_until IS NOT NULL"
 
@@ -61,7 +103,22 @@ FROM unnest(%(id)s::text[], %(lease)s::timestamptz[], %(status)s::text[], %(atte
      AS u(id, lease, status, attempts, retry_in_s)
 WHERE m.id = u.id AND m.locked_until = u.lease"""
 
-HEALTHY = "UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ANY(%(ids)s) AND failing_since IS NOT NULL"
+# A success ends the failure streak and closes the breaker.
+HEALTHY = """
+UPDATE webhook_endpoints SET failing_since = NULL, consecutive_failures = 0, paused_until = NULL, pauses = 0
+WHERE id = ANY(%(ids)s) AND (failing_since IS NOT NULL OR consecutive_failures > 0 OR paused_until IS NOT NULL)"""
+# Failures lengthen the streak; the breaker opens when the streak reaches ``after`` on an endpoint that is
+# not paused, or when a trial failed: paused for the cool-down, doubled with each opening in a row.
+# Failures of messages sent before it opened only lengthen the streak.
+_OPENS = "(e.paused_until IS NULL AND e.consecutive_failures + u.failures >= %(after)s) OR u.trial"
+_COOLDOWN = "least(%(max_s)s, %(cooldown_s)s * power(2, least(e.pauses, 30)))"
+BREAK = f"""
+UPDATE webhook_endpoints e SET
+    consecutive_failures = e.consecutive_failures + u.failures,
+    paused_until = CASE WHEN {_OPENS} THEN now() + make_interval(secs => {_COOLDOWN}) ELSE e.paused_until END,
+    pauses = CASE WHEN {_OPENS} THEN e.pauses + 1 ELSE e.pauses END
+FROM unnest(%(ids)s::text[], %(failures)s::int[], %(trial)s::bool[]) AS u(id, failures, trial)
+WHERE e.id = u.id"""
 GONE = f"""
 UPDATE webhook_endpoints SET enabled = false, updated_at = now(),
        disabled_reason = 'the endpoint answered 410 Gone at ' || to_char(now() AT TIME ZONE 'UTC', '{PG_ISO_FORMAT}')
@@ -77,7 +134,8 @@ DISABLE = ("UPDATE webhook_endpoints SET enabled = false, updated_at = now(), di
 
 def _claimed(row: tuple[Any, ...]) -> Claimed:
     (message_id, tenant_id, endpoint_id, url, event_type, receipt_id, payload, attempts, lease,
-     endpoint_exists, endpoint_url, enabled, disabled_reason, endpoint_ring, tenant_ring, now, traceparent) = row
+     endpoint_exists, endpoint_url, enabled, disabled_reason, endpoint_ring, tenant_ring, now, traceparent,
+     trial) = row
     refusal = None
     secrets: tuple[str, ...] = ()
     if endpoint_id is not None:
@@ -94,13 +152,22 @@ def _claimed(row: tuple[Any, ...]) -> Claimed:
                    if endpoint_id is None else "not sent: the endpoint has no valid signing secret")
     return Claimed(id=message_id, tenant_id=tenant_id, endpoint_id=endpoint_id, url=url, event_type=event_type,
                    receipt_id=receipt_id, payload=payload, attempts=attempts, lease=lease, secrets=secrets,
-                   refusal=refusal, traceparent=traceparent)
+                   refusal=refusal, traceparent=traceparent, trial=bool(trial))
 
 
 @operation
-def claim(limit: int, *, lease_s: float) -> Steps[list[Claimed]]:
-    """Lease up to ``limit`` due messages (oldest due first) with everything needed to send them."""
-    rows = yield Query(CLAIM, {"limit": limit, "lease_s": lease_s}, fetch="all")
+def claim(limit: int, *, lease_s: float, lane_cap: int | None = None,
+          held: Mapping[str, int] | None = None) -> Steps[list[Claimed]]:
+    """Lease up to ``limit`` due messages with everything needed to send them.
+
+    At most ``lane_cap`` (default: no cap but ``limit``) per lane, less what ``held`` says is in flight
+    there already, taken round-robin between lanes, oldest due first within each. Paused endpoints
+    give nothing, or their one trial once the cool-down is over.
+    """
+    cap = limit if lane_cap is None else lane_cap
+    busy = {lane: count for lane, count in (held or {}).items() if count > 0}
+    rows = yield Query(CLAIM, {"limit": limit, "lease_s": lease_s, "cap": cap, "scan": max(limit * SCAN_FACTOR, 100),
+                               "lanes": list(busy), "held": list(busy.values())}, fetch="all")
     return [_claimed(row) for row in rows]
 
 
@@ -120,10 +187,11 @@ def _columns(results: Sequence[Settled], now: float) -> dict[str, list[Any]]:
 
 
 @transaction
-def record(results: Sequence[Settled], *, disable_after_s: float) -> Steps[None]:
+def record(results: Sequence[Settled], *, disable_after_s: float, breaker: Breaker | None = None) -> Steps[None]:
     """Write the attempts, move the messages on (fenced by their lease) and update endpoint health.
 
-    ``disable_after_s``: how long an endpoint may fail without a break before it is disabled.
+    ``disable_after_s``: how long an endpoint may fail without a break before it is disabled;
+    ``breaker``: when one that keeps failing is paused (by default :class:`Breaker`'s defaults).
     """
     if not results:
         return
@@ -131,11 +199,12 @@ def record(results: Sequence[Settled], *, disable_after_s: float) -> Steps[None]
     yield Query(MOVE_ON, {"id": [r.message_id for r in results], "lease": [r.lease for r in results],
                           "status": [r.status for r in results], "attempts": [r.attempts for r in results],
                           "retry_in_s": [r.retry_in_s for r in results]}, fetch="none")
-    yield from _health(results, disable_after_s)
+    yield from _health(results, disable_after_s, breaker or Breaker())
 
 
-def _health(results: Sequence[Settled], disable_after_s: float) -> Steps[None]:
-    """Clear the failure streak of endpoints that answered 2xx; start it, or disable, for the others."""
+def _health(results: Sequence[Settled], disable_after_s: float, breaker: Breaker) -> Steps[None]:
+    """Clear the failure streak of endpoints that answered 2xx; start or lengthen it (opening the breaker),
+    or disable, for the others."""
     ok = {r.endpoint_id for r in results if r.endpoint_id and r.health == "ok"}
     gone = {r.endpoint_id for r in results if r.endpoint_id and r.health == "gone"}
     last_failure = {r.endpoint_id: r for r in results if r.endpoint_id and r.health == "failing"}
@@ -147,6 +216,12 @@ def _health(results: Sequence[Settled], disable_after_s: float) -> Steps[None]:
     if not failing:
         return
     yield Query(FAILING, {"ids": failing}, fetch="none")
+    if breaker.failures > 0:
+        counts = Counter(r.endpoint_id for r in results if r.health == "failing")
+        trials = {r.endpoint_id for r in results if r.health == "failing" and r.trial}
+        yield Query(BREAK, {"ids": failing, "failures": [counts[i] for i in failing],
+                            "trial": [i in trials for i in failing], "after": breaker.failures,
+                            "cooldown_s": breaker.cooldown_s, "max_s": breaker.max_s}, fetch="none")
     overdue = yield Query(OVERDUE, {"ids": failing, "after_s": disable_after_s}, fetch="all")
     for endpoint_id, since, now in overdue:
         last = last_failure[endpoint_id]

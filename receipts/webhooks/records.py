@@ -44,6 +44,8 @@ class Endpoint:
     failing_since: datetime | None
     created_at: datetime
     updated_at: datetime
+    consecutive_failures: int = 0
+    paused_until: datetime | None = None  # the breaker is open (or waiting for its trial) while set
 
     @classmethod
     def from_row(cls, row: Mapping[Any, Any]) -> Endpoint:
@@ -58,6 +60,8 @@ class Endpoint:
             failing_since=row["failing_since"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],
+            consecutive_failures=row["consecutive_failures"],
+            paused_until=row["paused_until"],
         )
 
     def to_api(self) -> dict[str, Any]:
@@ -69,6 +73,8 @@ class Endpoint:
             "enabled": self.enabled,
             "disabled_reason": self.disabled_reason,
             "failing_since": iso(self.failing_since),
+            "consecutive_failures": self.consecutive_failures,
+            "paused_until": iso(self.paused_until),
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
         }
@@ -168,7 +174,8 @@ class Claimed:
     the message cannot be sent at all (endpoint disabled or deleted, no default secret).
     ``lease`` is the ``locked_until`` value written by the claim: the fencing token of the result.
     ``traceparent`` is the trace context of the receipt the message reports, sent along so the
-    delivery joins that trace.
+    delivery joins that trace. ``trial`` says the message is the one its paused endpoint lets through
+    once its cool-down is over.
     """
 
     id: str
@@ -183,6 +190,12 @@ class Claimed:
     secrets: tuple[str, ...]
     refusal: str | None = None
     traceparent: str | None = None
+    trial: bool = False
+
+    @property
+    def lane(self) -> str:
+        """What the per-endpoint cap counts by: the endpoint, or the call's own URL."""
+        return lane_of(self.endpoint_id, self.url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,3 +222,23 @@ class Settled:
     attempts: int
     retry_in_s: float | None
     health: str | None
+    trial: bool = False  # the attempt was its paused endpoint's trial
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """When an endpoint that keeps failing is paused, and for how long.
+
+    After ``failures`` failed attempts in a row (0: never) the endpoint gets nothing for
+    ``cooldown_s``, then one trial message: a success closes the breaker, a failure pauses it again for
+    twice as long as the last time, up to ``max_s``. Its messages wait meanwhile; they are not failed.
+    """
+
+    failures: int = 5
+    cooldown_s: float = 30.0
+    max_s: float = 3600.0
+
+
+def lane_of(endpoint_id: str | None, url: str | None) -> str:
+    """The lane of a message (the SQL side is ``coalesce(endpoint_id, url)``)."""
+    return endpoint_id or url or ""

@@ -33,7 +33,8 @@ def test_the_attempt_the_killed_process_claimed_ends_failed_timeout(db: Database
 
 def test_a_process_that_claimed_nothing_records_nothing(db: Database) -> None:
     receipt_id = running(db, KILLED_PID)
-    assert record_hard_timeout(db, RecordingSender(), receipt_id, KILLED_PID + 1, 11.0) is None  # its message was a duplicate
+    # Its message was a duplicate:
+    assert record_hard_timeout(db, RecordingSender(), receipt_id, KILLED_PID + 1, 11.0) is None
     assert db.run(calls.load(receipt_id)).status == "running"  # type: ignore[union-attr]
 
 
