@@ -92,8 +92,10 @@ class Settings(BaseSettings):
     # hanging endpoint holds only its share; 0: a quarter of webhook_concurrency (at least 1).
     webhook_endpoint_concurrency: int = 0
     # The breaker: after this many failed attempts in a row an endpoint is paused for the cool-down,
-    # doubled at each opening in a row up to the maximum, then gets one trial; 0 turns it off.
-    webhook_breaker_failures: int = 5
+    # doubled at each opening in a row up to the maximum, then gets one trial; 0 turns it off. High
+    # enough that a few messages run their own (already spaced) retry schedules; it is for endpoints
+    # with many messages failing at once.
+    webhook_breaker_failures: int = 20
     webhook_breaker_cooldown_s: float = 30.0
     webhook_breaker_max_s: float = 3600.0
     # How often beat (or the embedded mode) pumps the dispatcher; nudges after transitions come sooner.

@@ -24,6 +24,7 @@ from receipts.telemetry import logfields
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 # Per-request access lines and Celery's own chatter drown what matters at INFO.
 NOISY = ("uvicorn.access", "celery.worker.strategy", "celery.app.trace", "kombu", "alembic.runtime.migration",
+         "celery.beat",  # a line for every task it sends, every second
          "celery.worker.consumer.connection")
 # What every LogRecord has; anything else on a record came with ``extra=`` and is written out.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}

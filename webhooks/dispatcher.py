@@ -56,7 +56,7 @@ tracer = trace.get_tracer("toolrelay.webhooks")
 
 LEASE_MARGIN_S = 5.0
 FLUSH_S = 0.1  # record finished attempts at least this often, or as soon as half a batch has finished
-IDLE_CLAIM_S = 0.25  # with requests still in flight and nothing due, look for new work this often
+IDLE_CLAIM_S = 0.25  # with requests still in flight, look for new work at least this often
 
 
 def lease_for(timeout_s: float, batch: int, concurrency: int) -> float:
@@ -150,8 +150,9 @@ class Dispatcher:
                 if now >= deadline and tail is None:
                     tail = set(inflight)
                 claiming = now < deadline or bool(tail and not tail.isdisjoint(inflight))
-                due = (not inflight or (drained and now >= next_claim)
-                       or (not drained and answered >= max(1, last_claimed // 2)))
+                # Claim again when half of the last claim is answered, or at least every IDLE_CLAIM_S
+                # (what is held may be a hanging endpoint's, which answers only at its timeout).
+                due = not inflight or now >= next_claim or (not drained and answered >= max(1, last_claimed // 2))
                 if claiming and due and len(inflight) < self.batch:
                     start(await asyncio.to_thread(self._claim, self.batch - len(inflight), lanes.held()))
                 if not inflight:

@@ -234,7 +234,7 @@ class Breaker:
     twice as long as the last time, up to ``max_s``. Its messages wait meanwhile; they are not failed.
     """
 
-    failures: int = 5
+    failures: int = 20
     cooldown_s: float = 30.0
     max_s: float = 3600.0
 

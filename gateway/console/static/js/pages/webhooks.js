@@ -22,6 +22,8 @@ export async function renderEndpoints(view, params) {
             h("td", {}, endpoint.event_types.length ? endpoint.event_types.join(", ") : "all"),
             h("td", {}, endpoint.enabled ? "enabled" : `disabled: ${endpoint.disabled_reason || ""}`,
               endpoint.failing_since ? h("div", { class: "error-code" }, `failing since ${when(endpoint.failing_since)}`)
+                : null,
+              endpoint.paused_until ? h("div", { class: "error-code" }, `paused until ${when(endpoint.paused_until)}`)
                 : null),
             h("td", {}, when(endpoint.created_at)));
           row.addEventListener("click", (event) => {
