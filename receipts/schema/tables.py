@@ -226,6 +226,10 @@ webhook_messages = Table(
     Index("ix_webhook_messages_endpoint", "endpoint_id", "id"),
     Index("ix_webhook_messages_endpoint_created", "endpoint_id", "created_at"),  # migration 0002
     Index("ix_webhook_messages_receipt", "receipt_id"),  # migration 0002
+    # A claim's loose index scan over the endpoints with pending messages, then each one's oldest due
+    # ones (migration 0008).
+    Index("ix_webhook_messages_pending_lane", "endpoint_id", "next_attempt_at",
+          postgresql_where=text("status = 'pending'")),
 )
 
 webhook_attempts = Table(

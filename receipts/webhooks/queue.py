@@ -37,34 +37,71 @@ MAX_REASON = 1000
 # A claim is fair between lanes (an endpoint, or a call's own webhook_url): it takes at most ``cap``
 # messages of a lane, less what this dispatcher already has in flight there (``lanes``/``held``), and
 # round-robins between lanes (every lane's oldest first, then every lane's second...), so one busy
-# endpoint cannot fill the batch. Lanes at their cap and paused endpoints are left out before the scan
-# of the oldest due messages is cut at ``scan`` rows, so a backlog there cannot hide other lanes.
+# endpoint cannot fill the batch.
+#
+# It is driven by the partial index on pending messages (endpoint_id, next_attempt_at): a loose index
+# scan lists the endpoints with pending messages (one probe each, however many they have), and each
+# one that is neither at its cap nor paused shows its oldest due message (one more probe); of those,
+# the ``limit`` endpoints whose oldest is oldest give their oldest due messages. An endpoint's
+# backlog, however long, costs a claim nothing when it cannot take from it. Messages of a
+# call's own webhook_url (no endpoint) are scanned oldest first up to ``scan`` and ranked per URL.
+#
 # A paused endpoint whose cool-down is over lets one message through (its trial): the UPDATE of
 # ``trials`` moves its paused_until past the lease first, so of concurrent claims only one sends it.
 # (FOR UPDATE is not allowed with a window function: candidates are ranked first, then locked.)
 CLAIM = """
-WITH held AS (
+WITH RECURSIVE held AS (
     SELECT * FROM unnest(%(lanes)s::text[], %(held)s::int[]) AS h(lane, n)
+), endpoints_pending AS (
+    (SELECT endpoint_id FROM webhook_messages WHERE status = 'pending' AND endpoint_id IS NOT NULL
+     ORDER BY endpoint_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.endpoint_id FROM webhook_messages m
+            WHERE m.status = 'pending' AND m.endpoint_id > p.endpoint_id ORDER BY m.endpoint_id LIMIT 1)
+    FROM endpoints_pending p WHERE p.endpoint_id IS NOT NULL
+), open_endpoints AS (
+    SELECT p.endpoint_id AS lane, e.paused_until IS NOT NULL AS trial,
+           CASE WHEN e.paused_until IS NOT NULL THEN 1 ELSE %(cap)s END - coalesce(h.n, 0) AS room
+    FROM endpoints_pending p
+    LEFT JOIN webhook_endpoints e ON e.id = p.endpoint_id
+    LEFT JOIN held h ON h.lane = p.endpoint_id
+    WHERE p.endpoint_id IS NOT NULL AND (e.paused_until IS NULL OR e.paused_until <= now())
+), heads AS (  -- the endpoints whose oldest due message is oldest, as many as a claim can serve
+    SELECT o.*, d.next_attempt_at AS head
+    FROM open_endpoints o CROSS JOIN LATERAL (
+        SELECT m.next_attempt_at FROM webhook_messages m
+        WHERE m.endpoint_id = o.lane AND m.status = 'pending' AND m.next_attempt_at <= now()
+          AND (m.locked_until IS NULL OR m.locked_until <= now())
+        ORDER BY m.next_attempt_at LIMIT 1
+    ) d
+    WHERE o.room > 0
+    ORDER BY d.next_attempt_at LIMIT %(limit)s
 ), due AS (
-    SELECT m.id, m.endpoint_id, m.next_attempt_at, coalesce(m.endpoint_id, m.url) AS lane,
-           e.paused_until IS NOT NULL AS trial
-    FROM webhook_messages m LEFT JOIN webhook_endpoints e ON e.id = m.endpoint_id
-    WHERE m.status = 'pending' AND m.next_attempt_at <= now() AND (m.locked_until IS NULL OR m.locked_until <= now())
-      AND (e.paused_until IS NULL OR e.paused_until <= now())
-      AND NOT EXISTS (SELECT 1 FROM held WHERE held.lane = coalesce(m.endpoint_id, m.url) AND held.n >= %(cap)s)
-    ORDER BY m.next_attempt_at LIMIT %(scan)s
-), ranked AS (
-    SELECT due.*, row_number() OVER (PARTITION BY due.lane ORDER BY due.next_attempt_at, due.id) AS rank,
-           coalesce(held.n, 0) AS n
-    FROM due LEFT JOIN held ON held.lane = due.lane
+    SELECT c.id, o.lane, c.endpoint_id, c.next_attempt_at, o.trial,
+           row_number() OVER (PARTITION BY o.lane ORDER BY c.next_attempt_at, c.id) AS rank, 0 AS n
+    FROM heads o CROSS JOIN LATERAL (
+        SELECT m.id, m.endpoint_id, m.next_attempt_at FROM webhook_messages m
+        WHERE m.endpoint_id = o.lane AND m.status = 'pending' AND m.next_attempt_at <= now()
+          AND (m.locked_until IS NULL OR m.locked_until <= now())
+        ORDER BY m.next_attempt_at LIMIT least(o.room, %(limit)s)
+    ) c
+    UNION ALL
+    SELECT u.id, u.url, NULL, u.next_attempt_at, false,
+           row_number() OVER (PARTITION BY u.url ORDER BY u.next_attempt_at, u.id), coalesce(h.n, 0)
+    FROM (SELECT id, url, next_attempt_at FROM webhook_messages m
+          WHERE m.endpoint_id IS NULL AND m.status = 'pending' AND m.next_attempt_at <= now()
+            AND (m.locked_until IS NULL OR m.locked_until <= now())
+            AND NOT EXISTS (SELECT 1 FROM held WHERE held.lane = m.url AND held.n >= %(cap)s)
+          ORDER BY m.next_attempt_at LIMIT %(scan)s) u
+    LEFT JOIN held h ON h.lane = u.url
 ), trials AS (
     UPDATE webhook_endpoints e SET paused_until = now() + make_interval(secs => %(lease_s)s)
-    WHERE e.id IN (SELECT endpoint_id FROM ranked WHERE trial AND rank = 1 AND n = 0)
+    WHERE e.id IN (SELECT endpoint_id FROM due WHERE trial)
       AND e.paused_until IS NOT NULL AND e.paused_until <= now()
     RETURNING e.id
 ), picked AS (
-    SELECT id, trial FROM ranked
-    WHERE CASE WHEN trial THEN rank = 1 AND endpoint_id IN (SELECT id FROM trials) ELSE rank <= %(cap)s - n END
+    SELECT id, trial FROM due
+    WHERE CASE WHEN trial THEN endpoint_id IN (SELECT id FROM trials) ELSE rank <= %(cap)s - n END
     ORDER BY rank, trial DESC, next_attempt_at LIMIT %(limit)s
 ), locked AS (
     SELECT id FROM webhook_messages

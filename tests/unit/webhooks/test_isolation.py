@@ -25,7 +25,7 @@ BREAKER = Breaker(failures=3, cooldown_s=60.0, max_s=600.0)
 INSERT = """
 INSERT INTO webhook_messages (id, tenant_id, endpoint_id, url, event_type, receipt_id, payload, status, attempts,
                               next_attempt_at, created_at, updated_at)
-SELECT 'msg_' || %(prefix)s || g, %(tenant)s, %(endpoint)s, NULL, 'receipt.succeeded', 'rcpt_' || %(prefix)s || g,
+SELECT 'msg_' || %(prefix)s || g, %(tenant)s, %(endpoint)s, %(url)s, 'receipt.succeeded', 'rcpt_' || %(prefix)s || g,
        jsonb_build_object('type', 'receipt.succeeded', 'timestamp', '2026-12-01T00:00:00Z',
                           'data', jsonb_build_object('id', 'rcpt_' || %(prefix)s || g)),
        'pending', 0, now() - make_interval(secs => %(age_s)s) - (%(count)s - g) * interval '1 millisecond',
@@ -33,11 +33,12 @@ SELECT 'msg_' || %(prefix)s || g, %(tenant)s, %(endpoint)s, NULL, 'receipt.succe
 FROM generate_series(1, %(count)s) AS g"""
 
 
-def queue_messages(bench: Bench, endpoint: Endpoint, count: int, *, age_s: float = 0.0) -> None:
-    """``count`` due messages for ``endpoint``, the last due ``age_s`` seconds ago (database time), each one
-    a millisecond after the one before."""
-    sql.execute(bench.db, INSERT, prefix=f"{endpoint.id[-6:]}{int(age_s)}x", tenant=bench.tenant_id,
-                endpoint=endpoint.id, count=count, age_s=age_s)
+def queue_messages(bench: Bench, endpoint: Endpoint | str, count: int, *, age_s: float = 0.0) -> None:
+    """``count`` due messages for ``endpoint`` (or a call's own webhook_url), the last due ``age_s`` seconds
+    ago (database time), each one a millisecond after the one before."""
+    endpoint_id, url = (endpoint.id, None) if isinstance(endpoint, Endpoint) else (None, endpoint)
+    sql.execute(bench.db, INSERT, prefix=f"{(endpoint_id or url or '')[-6:]}{int(age_s)}x", tenant=bench.tenant_id,
+                endpoint=endpoint_id, url=url, count=count, age_s=age_s)
 
 
 def endpoint(bench: Bench, name: str) -> Endpoint:
@@ -114,6 +115,17 @@ def test_a_backlog_of_an_endpoint_at_its_cap_does_not_hide_the_others(bench: Ben
     queue_messages(bench, other, 3)
     claimed = claim(bench, 10, cap=4, held={flooded.id: 4})
     assert lanes(claimed) == {other.id: 3}
+
+
+def test_a_calls_own_webhook_url_is_a_lane_of_its_own(bench: Bench) -> None:
+    ep = endpoint(bench, "registered")
+    queue_messages(bench, "http://127.0.0.1:9/own-a", 10, age_s=60)
+    queue_messages(bench, "http://127.0.0.1:9/own-b", 10, age_s=30)
+    queue_messages(bench, ep, 10)
+    claimed = claim(bench, 50, cap=3)
+    assert lanes(claimed) == {"http://127.0.0.1:9/own-a": 3, "http://127.0.0.1:9/own-b": 3, ep.id: 3}
+    assert lanes(claim(bench, 50, cap=3, held={"http://127.0.0.1:9/own-a": 3, "http://127.0.0.1:9/own-b": 1})) == {
+        "http://127.0.0.1:9/own-b": 2, ep.id: 3}
 
 
 def test_without_a_cap_one_endpoint_may_take_the_whole_batch(bench: Bench) -> None:
