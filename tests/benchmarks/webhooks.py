@@ -4,7 +4,10 @@ Both post the same bodies to the same aiohttp receiver (a process of its own), w
 once. The dispatcher side is the whole product path minus the receipts: messages are queued in the
 outbox table for an endpoint registered over the HTTP API, one deliver task is published (as a
 nudge would), and the figure runs until every message is ``delivered`` with its attempt logged.
-The receiver checks the Standard Webhooks signature of every 25th request.
+The receiver checks the Standard Webhooks signature of every 25th request. With one destination on
+each side, the dispatcher may send ``--concurrency`` requests to its one endpoint, as the bare client
+does (``TOOLRELAY_WEBHOOK_CONCURRENCY`` and ``TOOLRELAY_WEBHOOK_ENDPOINT_CONCURRENCY``; by default one
+endpoint gets a quarter of a dispatcher's requests in flight, so a hanging one cannot hold them all).
 """
 
 from __future__ import annotations
@@ -129,7 +132,9 @@ def webhooks_section(run: Run) -> dict[str, Any]:
         with run.phase("webhooks: start gateway + worker + receiver"):
             receiver = Receiver(deployment)
             _, base_url = deployment.start_gateway()
-            deployment.start_worker(args.workers)
+            concurrency = str(args.concurrency)  # one endpoint, like the bare client's one destination
+            deployment.start_worker(args.workers, {"TOOLRELAY_WEBHOOK_CONCURRENCY": concurrency,
+                                                   "TOOLRELAY_WEBHOOK_ENDPOINT_CONCURRENCY": concurrency})
             with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {deployment.api_key}"},
                               timeout=30) as client:
                 created = client.post("/v1/webhook-endpoints", json={"url": receiver.url, "event_types": [EVENT]})
