@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import queue
 import threading
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 from celery import Celery
 from celery.utils.nodenames import anon_nodename
@@ -104,6 +104,36 @@ def task_message(app: Celery, receipt: Receipt, grace_s: float) -> tuple[str, An
                                            argsrepr=repr(args), kwargsrepr="{}", origin=ORIGIN, **options)
 
 
+class ExecuteMessages:
+    """:func:`task_message` for many receipts at a fraction of its cost (it was a fifth of a batch's).
+
+    Celery builds the first message (``as_task_v2``); each next one is a copy of it with what differs
+    from one execute message to the next: the task id, the arguments and the hard time limit.
+    """
+
+    PER_MESSAGE_OPTIONS = frozenset({"time_limit"})  # what execute_call's options hold, less the queue
+
+    def __init__(self, app: Celery, grace_s: float) -> None:
+        self.app = app
+        self.grace_s = grace_s
+        self._first: tuple[dict[str, Any], dict[str, Any], Any] | None = None
+
+    def __call__(self, receipt: Receipt) -> tuple[str, Any]:
+        args, options = execute_call(receipt, grace_s=self.grace_s)
+        queue_name = options.pop("queue")
+        if self._first is None or options.keys() != self.PER_MESSAGE_OPTIONS:
+            queue_name, message = task_message(self.app, receipt, self.grace_s)
+            if options.keys() == self.PER_MESSAGE_OPTIONS:
+                headers, properties, body, _ = message
+                self._first = headers, properties, body[2]
+            return queue_name, message
+        headers, properties, embed = self._first
+        task_id = uuid()
+        return queue_name, ({**headers, "id": task_id, "root_id": task_id, "argsrepr": repr(args),
+                             "timelimit": [options["time_limit"], None]},
+                            {**properties, "correlation_id": task_id}, (args, {}, embed), None)
+
+
 REDIS_SCHEMES = ("redis://", "rediss://")
 
 
@@ -117,6 +147,7 @@ class RedisPublisher:
         self.app = app
         self.grace_s = grace_s
         self.key_prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix", "")
+        self.messages = ExecuteMessages(app, grace_s)
         self._redis: aioredis.Redis | None = None
         self._pending: list[Receipt] = []
         self._flushing: asyncio.Task[None] | None = None
@@ -146,7 +177,7 @@ class RedisPublisher:
                     if self._redis is None:
                         self._redis = aioredis.Redis.from_url(self.app.conf.broker_url, socket_timeout=10,
                                                               socket_connect_timeout=5)
-                    lists: dict[str, list[str]] = {}
+                    lists: dict[str, list[bytes]] = {}
                     for receipt in batch:  # one LPUSH per queue: its values are pushed in order
                         key, message = self.command(receipt)
                         lists.setdefault(key, []).append(message)
@@ -160,11 +191,11 @@ class RedisPublisher:
         finally:
             self._flushing = None
 
-    def command(self, receipt: Receipt) -> tuple[str, str]:
+    def command(self, receipt: Receipt) -> tuple[str, bytes]:
         """The Redis list and the message ``send_task`` would push for ``receipt`` (kombu's envelope)."""
-        queue_name, (headers, properties, body, _) = task_message(self.app, receipt, self.grace_s)
+        queue_name, (headers, properties, body, _) = self.messages(receipt)
         message: dict[str, Any] = {  # kombu's json serializer, less its hooks for types these never hold
-            "body": base64.b64encode(json.dumps(body).encode()).decode(),
+            "body": base64.b64encode(orjson.dumps(body)).decode(),
             "content-encoding": "utf-8",
             "content-type": "application/json",
             "headers": headers,
@@ -172,7 +203,7 @@ class RedisPublisher:
                            "delivery_info": {"exchange": "", "routing_key": queue_name},
                            "priority": 0, "body_encoding": "base64", "delivery_tag": uuid()},
         }
-        return self.key_prefix + queue_name, json.dumps(message)
+        return self.key_prefix + queue_name, orjson.dumps(message)
 
 
 def publisher_for(settings: Settings, sender: Celery) -> RedisPublisher | BatchPublisher:

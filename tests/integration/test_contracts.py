@@ -38,6 +38,8 @@ from workers import redis_transport
 # kombu's producer names (an execute task's result is never sent back to anyone).
 PER_MESSAGE = {("headers", "id"), ("headers", "root_id"), ("properties", "correlation_id"),
                ("properties", "delivery_tag"), ("properties", "reply_to")}
+# The body is base64 of JSON: compared decoded (kombu reads it with json.loads; its spacing is no contract).
+ENCODED = {("body",)}
 
 
 @pytest.fixture
@@ -93,8 +95,8 @@ def test_the_gateway_pushes_kombus_envelope_field_for_field(db: Database, prefix
     receipt, kombus, gateways = publish_with_kombu_and_with_the_gateway(db, prefix)
     theirs, ours = fields(kombus), fields(gateways)
     assert sorted(ours) == sorted(theirs)  # the same fields, none missing, none added
-    assert {path: value for path, value in ours.items() if path not in PER_MESSAGE} == {
-        path: value for path, value in theirs.items() if path not in PER_MESSAGE}
+    assert {path: value for path, value in ours.items() if path not in PER_MESSAGE | ENCODED} == {
+        path: value for path, value in theirs.items() if path not in PER_MESSAGE | ENCODED}
     body = json.loads(base64.b64decode(gateways["body"]))
     assert body == json.loads(base64.b64decode(kombus["body"]))
     assert body[0] == [receipt.id, receipt.timeout_s + 4]

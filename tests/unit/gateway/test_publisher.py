@@ -12,20 +12,21 @@ import pytest
 import redis
 from celery import Celery
 
-from gateway.publisher import BatchPublisher, RedisPublisher, publisher_for
+from gateway.publisher import BatchPublisher, ExecuteMessages, RedisPublisher, publisher_for, task_message
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
 from receipts.store import calls
 from tests.support import services
-from tests.support.factories import call
+from tests.support.factories import call, spec
 
 PER_MESSAGE = {"id", "root_id", "correlation_id", "delivery_tag", "reply_to", "ignore_result"}
 
 
 def shape(message: dict[str, Any]) -> dict[str, Any]:
-    """A message without what differs from one message to the next (ids, tags)."""
-    return {**{k: v for k, v in message.items() if k not in ("headers", "properties")},
+    """A message without what differs from one message to the next (ids, tags), its body decoded."""
+    return {**{k: v for k, v in message.items() if k not in ("headers", "properties", "body")},
+            "body": json.loads(base64.b64decode(message["body"])),
             "headers": {k: v for k, v in message["headers"].items() if k not in PER_MESSAGE},
             "properties": {k: v for k, v in message["properties"].items() if k not in PER_MESSAGE}}
 
@@ -129,7 +130,7 @@ def test_the_event_loop_publisher_sends_what_send_task_sends(db: Database) -> No
         for message in published:
             same_but_receipt = shape(message)
             same_but_receipt["headers"]["argsrepr"] = shape(sent)["headers"]["argsrepr"]
-            assert same_but_receipt == shape(sent) | {"body": message["body"]}
+            assert same_but_receipt == shape(sent) | {"body": shape(message)["body"]}
             assert message["headers"]["id"] == message["headers"]["root_id"] == message["properties"]["correlation_id"]
             assert message["headers"]["ignore_result"] is True
         bodies = [json.loads(base64.b64decode(m["body"])) for m in published]
@@ -164,3 +165,18 @@ def test_redis_gets_the_event_loop_publisher_unless_the_fast_path_is_off() -> No
     assert chosen(broker_url="redis://127.0.0.1:6379/0") is RedisPublisher
     assert chosen(broker_url="redis://127.0.0.1:6379/0", redis_fast_path=False) is BatchPublisher
     assert chosen(broker_url="amqp://guest@127.0.0.1//") is BatchPublisher
+
+
+def test_each_message_after_the_first_has_its_own_id_arguments_and_time_limit(db: Database) -> None:
+    app = redis_app(services.redis_prefix())
+    receipts = [db.run(calls.create(call(spec(timeout_s=timeout))))[0] for timeout in (5, 1.5, 30, 5)]
+    messages = ExecuteMessages(app, grace_s=4)
+    for receipt in receipts:
+        queue_name, (headers, properties, body, _) = messages(receipt)
+        celery_queue, (celery_headers, celery_properties, celery_body, _) = task_message(app, receipt, 4)
+        assert queue_name == celery_queue
+        assert headers["id"] == headers["root_id"] == properties["correlation_id"] != celery_headers["id"]
+        assert {**headers, "id": "", "root_id": ""} == {**celery_headers, "id": "", "root_id": ""}
+        assert {**properties, "correlation_id": ""} == {**celery_properties, "correlation_id": ""}
+        assert list(body) == list(celery_body) and body[0] == [receipt.id, receipt.timeout_s + 4]
+        assert headers["timelimit"] == [receipt.timeout_s + 2, None]
