@@ -12,18 +12,29 @@ from gateway.deps import CallerDep, ServicesDep
 from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
 from gateway.waiters import wait_until
-from receipts.records import Batch, Tenant
+from receipts.errors import NotFound
+from receipts.records import Batch, Caller, Receipt
 from receipts.store import batches
 from receipts.telemetry import tracing
 
 router = APIRouter(prefix="/v1", tags=["batches"])
 
 
-async def read_batch(services: Services, tenant: Tenant, batch_id: str, wait_s: float) -> Batch:
-    """The batch once completed, or as it stands after ``wait_s``."""
+def in_scope(caller: Caller, batch: Batch, receipts: list[Receipt]) -> Batch:
+    """``batch`` if the caller's key may see every call in it: each to a tool the key may use, or refused as
+    outside its scope (what a limited key's own batch holds); NotFound (404) if not, as for another tenant's."""
+    if caller.scoped and not all(caller.may_use(receipt.tool) or (receipt.error or {}).get("code") == "forbidden"
+                                 for receipt in receipts):
+        raise NotFound(f"no batch {batch.id}")
+    return batch
+
+
+async def read_batch(services: Services, caller: Caller, batch_id: str, wait_s: float) -> Batch:
+    """The caller's batch once completed, or as it stands after ``wait_s`` (NotFound outside its tenant or,
+    for a key limited to tools, if the batch ran a tool the key may not use)."""
 
     async def read() -> Batch:
-        return (await services.db.arun(batches.get(tenant.id, batch_id)))[0]
+        return in_scope(caller, *(await services.db.arun(batches.get(caller.tenant.id, batch_id))))
 
     return await wait_until(services.waiters, batch_id, read, lambda batch: batch.completed,
                             min(wait_s, services.settings.long_poll_max_s))
@@ -49,10 +60,12 @@ async def create_batch(request: Request, body: BatchRequest, services: ServicesD
     ``wait_s``, else 202 (poll the batch).
     The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
     """
-    batch, _receipts, replayed = await accept_batch(services, caller, body, idempotency_key,
-                                                    tracing.accepted_under(request.headers))
+    batch, receipts, replayed = await accept_batch(services, caller, body, idempotency_key,
+                                                   tracing.accepted_under(request.headers))
+    if replayed:  # another key's batch under the same Idempotency-Key: shown only if this key could see it
+        in_scope(caller, batch, receipts)
     if not batch.completed and body.wait_s:
-        batch = await read_batch(services, caller.tenant, batch.id, body.wait_s)
+        batch = await read_batch(services, caller, batch.id, body.wait_s)
     return batch_response(batch, replayed)
 
 
@@ -60,4 +73,4 @@ async def create_batch(request: Request, body: BatchRequest, services: ServicesD
 async def get_batch(batch_id: str, services: ServicesDep, caller: CallerDep,
                     wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A batch; with ``wait_s``, long-poll up to that many seconds for it to complete."""
-    return batch_response(await read_batch(services, caller.tenant, batch_id, wait_s))
+    return batch_response(await read_batch(services, caller, batch_id, wait_s))

@@ -101,6 +101,24 @@ def test_a_batch_call_outside_the_scope_is_a_forbidden_receipt_that_names_only_t
     assert gateway.sender.executes() == [add_id]
 
 
+def test_a_key_limited_to_tools_reads_only_batches_of_its_tools(gateway: Gateway) -> None:
+    def open_batch(key_: str | None, *names: str, **headers: str) -> Any:
+        return gateway.client.post("/v1/batches", json={"format": "openai_chat", "message": chat(*names), "wait_s": 0},
+                                   headers={**gateway.headers(key_), **headers})
+
+    full = open_batch(None, "add", "charge", **{"Idempotency-Key": "step-1"})
+    assert full.status_code == 202, full.text
+    add_only, limited = key(gateway, tools=["add"]), key(gateway, tools=["charge"])
+    own = open_batch(add_only, "add", "charge").json()["id"]  # its charge call is refused: still its batch
+    for path in (f"/v1/batches/{own}", f"/v1/batches/{own}?wait_s=0.1"):
+        assert gateway.client.get(path, headers=gateway.headers(add_only)).status_code == 202
+    for key_ in (add_only, limited):  # the full key's batch ran a tool each key may not use
+        assert_problem(gateway.client.get(f"/v1/batches/{full.json()['id']}", headers=gateway.headers(key_)), 404)
+    assert_problem(open_batch(add_only, "add", "charge", **{"Idempotency-Key": "step-1"}), 404)  # nor by replay
+    assert_problem(gateway.client.get(f"/v1/batches/{own}", headers=gateway.headers(limited)), 404)
+    assert gateway.client.get(f"/v1/batches/{full.json()['id']}", headers=gateway.headers()).status_code == 202
+
+
 def test_a_key_limited_to_tools_cannot_act_on_the_whole_tenant(gateway: Gateway) -> None:
     headers = gateway.headers(key(gateway, tools=["echo"]))
     definition = {"kind": "function", "name": "approve_refund", "description": "A person approves."}
