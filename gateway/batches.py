@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
+from collections.abc import Iterable
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
@@ -21,6 +24,7 @@ from receipts.catalogue import tools as catalogue
 from receipts.errors import NotFound
 from receipts.ids import new_id
 from receipts.records import Batch, Caller, Receipt
+from receipts.settings import Settings
 from receipts.store import batches
 from receipts.store.batches import NewBatch
 from receipts.store.calls import fingerprint
@@ -38,6 +42,16 @@ def batch_key(header_key: str | None, trace_id: str | None, call_ids: list[str])
         return None
     digest = hashlib.sha256(json.dumps(call_ids).encode()).hexdigest()[:32]
     return f"trace:{trace_id[:200]}:{digest}"
+
+
+def request_hash(settings: Settings, request: dict[str, Any], tools: Iterable[CheckedTool]) -> str:
+    """The batch's fingerprint, which its replays must match. Keyed with TOOLRELAY_SECRET_KEY where a called
+    tool takes secret arguments: the message holds them in clear, and the stored hash must tell nothing about
+    them (a plain hash of a short password is a guess away)."""
+    if settings.secret_key and any(tool.secrets is not None for tool in tools):
+        canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+        return hmac.new(settings.secret_key.encode(), canonical.encode(), hashlib.sha256).hexdigest()
+    return fingerprint(request)
 
 
 async def accept_batch(services: Services, caller: Caller, body: BatchRequest, header_key: str | None,
@@ -80,8 +94,9 @@ async def accept_batch(services: Services, caller: Caller, body: BatchRequest, h
     request = body.model_dump(include={"format", "message", "max_result_chars", "metadata", "webhook_url"})
     new = NewBatch(id=batch_id, tenant_id=tenant.id, trace_id=trace_id, format=body.format,
                    idempotency_key=batch_key(header_key, body.trace_id, [call.call_id for call in calls]),
-                   request_hash=fingerprint(request), max_result_chars=body.max_result_chars,
-                   metadata=body.metadata, webhook_url=body.webhook_url, entries=entries)
+                   request_hash=request_hash(services.settings, request, tools.values()),
+                   max_result_chars=body.max_result_chars, metadata=body.metadata, webhook_url=body.webhook_url,
+                   entries=entries)
     batch, receipts, replayed = await services.db.arun(batches.open_batch(new, agent_batches.render))
     if not replayed:
         for receipt in receipts:

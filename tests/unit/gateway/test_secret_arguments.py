@@ -14,9 +14,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, SecretStr
 
+from gateway.schemas import BatchRequest
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.secret_arguments import MASK
+from receipts.store.calls import fingerprint
 from receipts.telemetry.calls import CallMetrics, CallObserver
 from tests.support import sql
 from tests.unit.gateway.conftest import Gateway, assert_problem, running_gateway
@@ -200,3 +202,24 @@ def test_batches_mask_secrets_in_receipts_and_in_the_messages_for_the_model(gate
     assert bad["status"] == "failed" and bad["error"]["code"] == "invalid_arguments"
     assert bad["input"]["account"] == {"region": "eu", "token": MASK} and bad["input"]["password"] == MASK
     assert_no_secret(json.dumps(batch), json.dumps(bad), everything_stored(gateway.db))
+
+
+def test_a_batch_with_secrets_is_fingerprinted_with_the_secret_key(gateway: Gateway) -> None:
+    def message(password: str) -> dict[str, Any]:
+        return {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "login", "arguments": json.dumps({**ARGUMENTS, "password": password})}}]}
+
+    def open_batch(password: str) -> Any:
+        return gateway.client.post("/v1/batches", json={"format": "openai_chat", "message": message(password),
+                                                        "wait_s": 0},
+                                   headers={**gateway.headers(), "Idempotency-Key": "sign-in-1"})
+
+    first, again = open_batch(PASSWORD), open_batch(PASSWORD)
+    assert (first.status_code, again.status_code) == (202, 202) and again.json()["id"] == first.json()["id"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert_problem(open_batch("another-password"), 422)
+    stored = sql.value(gateway.db, "SELECT request_hash FROM batches")
+    plain = BatchRequest(format="openai_chat", message=message(PASSWORD)).model_dump(
+        include={"format", "message", "max_result_chars", "metadata", "webhook_url"})
+    assert stored != fingerprint(plain)  # a plain hash could be matched against guessed passwords
+    assert len(stored) == 64
