@@ -8,9 +8,10 @@ cheap at scrape time. Latency histograms are recorded as calls move, never compu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -55,3 +56,10 @@ class GatewayMetrics:
         self.rejected = Counter("toolrelay_tool_calls_rejected", "Tool calls refused before anything was stored",
                                 ["reason"], registry=self.registry)
         self.registry.register(BacklogCollector(db))
+        # What /metrics serves: this registry, or, where the process is one of several writing their figures
+        # to files (PROMETHEUS_MULTIPROC_DIR: a gateway with --workers), the sum of them all beside the backlog.
+        self.scraped = self.registry
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            self.scraped = CollectorRegistry(auto_describe=False)
+            multiprocess.MultiProcessCollector(self.scraped)
+            self.scraped.register(BacklogCollector(db))

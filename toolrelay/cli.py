@@ -62,9 +62,14 @@ def gateway(
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
     workers: Annotated[int, typer.Option(help="Gateway processes.")] = 1,
 ) -> None:
-    """Run the HTTP API (stateless: run as many as you like behind a load balancer)."""
+    """Run the HTTP API (stateless: run as many as you like behind a load balancer). With ``--workers``
+    above 1, each process's /metrics serves the figures of all of them, summed."""
     import uvicorn
 
+    if workers > 1:
+        from toolrelay import worker_metrics
+
+        worker_metrics.prepare()  # before prometheus_client is first imported: the processes inherit it
     logs.configure(_settings())
     # log_config=None: uvicorn's own lines go through the process's logging (text or JSON) too.
     uvicorn.run("toolrelay.asgi:app_factory", factory=True, host=host, port=port, workers=workers,

@@ -4,7 +4,8 @@ A prefork worker is a main process and the children it forks; the children do th
 metrics port set, every process of the worker writes its figures to files in one directory
 (prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``, made fresh for this worker
 unless given), and the main process serves their sum once the pool is up. prometheus_client decides
-its mode when it is first imported, so :func:`prepare` runs before anything imports it.
+its mode when it is first imported, so :func:`prepare` runs before anything imports it. A gateway of
+several processes (``toolrelay gateway --workers N``) writes its figures the same way.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ async def healthz() -> JSONResponse:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(services: ServicesDep) -> Response:
-    """Prometheus metrics: counters of this process and backlog gauges from the database."""
-    body = await run_in_threadpool(generate_latest, services.metrics.registry)
+    """Prometheus metrics: counters of this process (of every process of the gateway, summed, with --workers)
+    and backlog gauges from the database."""
+    body = await run_in_threadpool(generate_latest, services.metrics.scraped)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -10,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from receipts.tenants import create_key
 from tests.integration.telemetry.conftest import api_tool, define, submit
 from tests.support.receiver import Receiver
-from tests.support.stack import Stack
+from tests.support.stack import Stack, free_port, wait_serving
 from tests.support.upstreams import Reply, Upstream
 
 
@@ -103,3 +104,20 @@ def test_the_gateway_counts_what_it_accepts_and_shows_the_backlog(stack: Stack, 
         assert value(after, "toolrelay_receipts_active", status="waiting") == value(
             waiting, "toolrelay_receipts_active", status="waiting") - 1
         client.post(f"/v1/receipts/{second['id']}/cancel")
+
+
+def test_a_gateway_of_several_processes_serves_the_sum_of_them_all(tmp_path: Path) -> None:
+    stack = Stack(tmp_path)
+    try:
+        port = free_port()
+        base_url = f"http://127.0.0.1:{port}"
+        wait_serving(stack.run("gateway", "gateway", "--port", str(port), "--workers", "2"), base_url)
+        headers = {"Authorization": f"Bearer {stack.api_key}"}
+        for n in range(12):  # a connection each: the two processes take turns at accepting them
+            answer = httpx.post(f"{base_url}/v1/tool-calls", json={"tool": "echo", "arguments": {"n": n}},
+                                headers=headers, timeout=30)
+            assert answer.status_code == 422, answer.text  # no worker has listed echo: each one refused
+        figures = [scrape(f"{base_url}/metrics") for _ in range(12)]
+        assert {value(f, "toolrelay_tool_calls_rejected_total", reason="unknown_tool") for f in figures} == {12}
+    finally:
+        stack.close()
