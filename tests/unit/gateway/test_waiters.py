@@ -30,17 +30,19 @@ class RecordingWaiters(Waiters):
         super().notify(receipt_id)
 
 
-def listener_statement(db: Database) -> str | None:
-    """The last statement of the listener's session: ``LISTEN ...`` or ``UNLISTEN ...`` (None: no session)."""
+def listener_statement(db: Database, *, not_pid: int = 0) -> str | None:
+    """The last statement of the listener's session: ``LISTEN ...`` or ``UNLISTEN ...`` (None: no session);
+    ``not_pid``: a backend to leave out (one that was terminated, which may linger a moment)."""
     query: str | None = sql.value(db, "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
-                                      "AND query ~ '^(UN)?LISTEN ' AND pid <> pg_backend_pid()")
+                                      "AND query ~ '^(UN)?LISTEN ' AND pid <> pg_backend_pid() "
+                                      "AND pid <> %(not_pid)s", not_pid=not_pid)
     return query
 
 
-def wait_until_listening(db: Database, timeout: float = 15, *, listening: bool = True) -> None:
+def wait_until_listening(db: Database, timeout: float = 30, *, listening: bool = True, not_pid: int = 0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if (listener_statement(db) or "").startswith("LISTEN" if listening else "UNLISTEN"):
+        if (listener_statement(db, not_pid=not_pid) or "").startswith("LISTEN" if listening else "UNLISTEN"):
             return
         time.sleep(0.05)
     raise AssertionError(f"the listener never issued {'LISTEN' if listening else 'UNLISTEN'}")
@@ -104,17 +106,18 @@ def test_a_cancel_wakes_its_waiter_through_postgres(db: Database) -> None:
 def test_the_listener_reconnects_after_losing_its_connection(db: Database) -> None:
     waiters = RecordingWaiters()
 
-    def kill_listener_backend() -> None:
-        killed = sql.rows(db, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+    def kill_listener_backend() -> int:
+        killed = sql.rows(db, "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
                               "WHERE datname = current_database() AND query LIKE 'LISTEN %'")
-        assert killed == [(True,)]
+        assert [ended for _, ended in killed] == [True]
+        return int(killed[0][0])
 
     async def scenario() -> str:
         # A request waits all along, so the listener LISTENs throughout.
         async with listening_for(db, waiters), waiters.watch("rcpt_someone_else"):
-            await asyncio.to_thread(kill_listener_backend)
-            await asyncio.sleep(0.2)
-            await asyncio.to_thread(wait_until_listening, db)  # LISTENing again, on a new connection
+            killed = await asyncio.to_thread(kill_listener_backend)
+            # LISTENing again, on a new connection (the terminated backend may still be listed a moment).
+            await asyncio.to_thread(wait_until_listening, db, not_pid=killed)
             return await cancel_and_wait(db, waiters)
 
     assert asyncio.run(scenario()) in waiters.heard
