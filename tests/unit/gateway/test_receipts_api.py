@@ -59,12 +59,12 @@ def test_long_poll_returns_as_soon_as_the_receipt_settles(gateway: Gateway) -> N
     created = create(gateway)
     gateway.finish_soon(str(created["id"]), 0.5)
     started = time.monotonic()
-    response = gateway.client.get(f"/v1/receipts/{created['id']}", params={"wait_s": 30}, headers=gateway.headers())
+    response = gateway.client.get(f"/v1/receipts/{created['id']}", params={"wait_s": 60}, headers=gateway.headers())
     elapsed = time.monotonic() - started
     assert response.status_code == 200
     assert response.json()["status"] == "success"
     assert response.json()["output"] == {"x": 1}
-    assert elapsed < 10
+    assert elapsed < 30  # answered once it settled, not at the end of the 60 s wait
 
 
 def test_long_poll_gives_up_after_wait_s_with_the_current_state(gateway: Gateway) -> None:
@@ -73,16 +73,16 @@ def test_long_poll_gives_up_after_wait_s_with_the_current_state(gateway: Gateway
     response = gateway.client.get(f"/v1/receipts/{created['id']}", params={"wait_s": 1}, headers=gateway.headers())
     assert response.status_code == 200
     assert response.json()["status"] == "pending"
-    assert 1 <= time.monotonic() - started < 5
+    assert 1 <= time.monotonic() - started < 10  # held for its 1 s, and not much longer
 
 
 def test_long_poll_on_a_terminal_receipt_answers_at_once(gateway: Gateway) -> None:
     created = create(gateway)
     gateway.finish_soon(str(created["id"]), 0).join(10)
     started = time.monotonic()
-    response = gateway.client.get(f"/v1/receipts/{created['id']}", params={"wait_s": 30}, headers=gateway.headers())
+    response = gateway.client.get(f"/v1/receipts/{created['id']}", params={"wait_s": 60}, headers=gateway.headers())
     assert response.json()["status"] == "success"
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # not held for the 60 s it could wait
 
 
 @pytest.mark.parametrize("wait_s", ["61", "-1", "soon"])

@@ -173,11 +173,11 @@ def test_wait_s_returns_the_terminal_receipt_with_200(gateway: Gateway) -> None:
 
     gateway.sender.send_task = send_and_run  # type: ignore[method-assign]
     started = time.monotonic()
-    response = gateway.post_call({"tool": "echo", "arguments": {"x": 1}, "wait_s": 10})
+    response = gateway.post_call({"tool": "echo", "arguments": {"x": 1}, "wait_s": 60})
     assert response.status_code == 200
     assert response.json()["status"] == "success"
     assert response.json()["output"] == {"x": 1}
-    assert time.monotonic() - started < 8  # woken by the transition, not by the end of the wait
+    assert time.monotonic() - started < 30  # answered once it settled, not at the end of the 60 s wait
 
 
 def test_wait_s_returns_the_pending_receipt_with_202_when_it_does_not_finish(gateway: Gateway) -> None:
