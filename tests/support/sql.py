@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from receipts.db import Database, Query, Steps, operation
@@ -32,3 +33,13 @@ def value(db: Database, sql: str, **params: Any) -> Any:
 def execute(db: Database, sql: str, **params: Any) -> int:
     """Run ``sql``; how many rows it touched."""
     return db.run(_run(sql, params, "rowcount"))  # type: ignore[no-any-return]
+
+
+def wait_until(db: Database, sql: str, timeout: float = 30.0, **params: Any) -> None:
+    """Poll until ``sql`` (one boolean) is true, e.g. a time passed by the database's clock; fail after
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not value(db, sql, **params):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout:g} s: {sql}")
+        time.sleep(0.05)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -89,7 +88,7 @@ def test_another_tenant_cannot_post_the_result(gateway: Gateway) -> None:
 def test_a_result_after_the_deadline_is_refused_and_the_call_expires(gateway: Gateway) -> None:
     define(gateway)
     receipt = call(gateway, timeout_s=0.5)
-    time.sleep(1.0)
+    sql.wait_until(gateway.db, "SELECT deadline_at <= now() FROM receipts WHERE id = %(id)s", id=receipt["id"])
     body = assert_problem(gateway.post(f"/v1/receipts/{receipt['id']}/result", {"output": 1}), 409)
     assert "deadline" in body["detail"]
     gateway.db.run(sweep(republish_after_s=30))
