@@ -38,6 +38,7 @@ class Received:
     body: bytes
     at: float  # time.monotonic() on arrival
     verified_by: tuple[int, ...]  # indices (into Receiver.secrets) of the secrets that verify it
+    unix: float  # time.time() on arrival: the clock PostgreSQL's now() reads, on this machine
 
     @property
     def payload(self) -> Any:
@@ -50,6 +51,11 @@ class Received:
     @property
     def signatures(self) -> list[str]:
         return self.headers["webhook-signature"].split(" ")
+
+    @property
+    def timestamp(self) -> int:
+        """``webhook-timestamp``: the Unix second the attempt was signed in."""
+        return int(self.headers["webhook-timestamp"])
 
 
 class Receiver:
@@ -102,8 +108,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 reply = receiver._next_reply()
-                receiver._record(Received(self.path, headers, body, time.monotonic(),
-                                          receiver._verify(body, headers)))
+                receiver._record(Received(self.path, headers, body, at=time.monotonic(),
+                                          verified_by=receiver._verify(body, headers), unix=time.time()))
                 if reply.delay_s and receiver._stopping.wait(reply.delay_s):
                     return
                 data = reply.body.encode()
