@@ -1,6 +1,6 @@
-"""Webhook times are the database's: the payload's ``timestamp`` and each attempt's ``at`` are within a
-second of PostgreSQL's now() when they happened, even with the worker that makes the transition and
-sends the webhook running on a clock two minutes off (tests/support/clocks.py)."""
+"""Webhook times are the database's: the payload's ``timestamp`` and each attempt's ``at`` are within
+seconds of PostgreSQL's now() when they happened, far from the two minutes the clock of the worker
+that makes the transition and sends the webhook is off (tests/support/clocks.py)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,10 @@ def test_payload_timestamps_and_attempt_times_are_the_databases(tmp_path: Path, 
         hooks = Hooks(stack)
         endpoint = hooks.endpoint(receiver)
         # The receiver stamps each request with this process's monotonic clock; this maps it to the
-        # database's (PostgreSQL runs on this machine, so the two clocks advance together).
-        database_minus_monotonic = database_now(stack.db) - time.monotonic()  # to within a few ms
+        # database's (PostgreSQL runs on this machine, so the two clocks advance together), to within
+        # the round trip that read the database's clock.
+        before = time.monotonic()
+        database_minus_monotonic = database_now(stack.db) - (before + time.monotonic()) / 2
 
         receipt = hooks.call(arguments={"n": skew})
         assert hooks.finished(receipt["id"])["status"] == "success"
@@ -43,6 +45,8 @@ def test_payload_timestamps_and_attempt_times_are_the_databases(tmp_path: Path, 
             assert request.verified_by == (0,)
             # The timestamp is the transition's now(): the receipt's updated_at, to the microsecond.
             assert payload["timestamp"] == payload["data"]["updated_at"], payload
-            assert -0.05 < arrived - unix(payload["timestamp"]) < 1, (arrived, payload["timestamp"])
+            # Sent after the transition, and within seconds of it: a time from the worker's clock would
+            # be two minutes out. The bounds leave a loaded machine its delays, not the skew.
+            assert -1 < arrived - unix(payload["timestamp"]) < 15, (arrived, payload["timestamp"])
             [attempt] = attempts[request.webhook_id]
-            assert abs(unix(attempt["at"]) - arrived) < 1, (arrived, attempt)
+            assert abs(unix(attempt["at"]) - arrived) < 15, (arrived, attempt)
