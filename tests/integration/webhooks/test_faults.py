@@ -55,9 +55,12 @@ def test_dispatcher_restarted_with_deliveries_due(tmp_path: Path) -> None:
         dispatcher = stack.processes[1]
         assert dispatcher.name == "worker1"
         dispatcher.kill()
-        # Calls accepted while no worker runs: their messages become due with nobody to send them.
+        # Calls accepted while no worker runs: they wait, and so do their messages, with nobody to run
+        # or send anything; the only message is the first call's, leased to the dead dispatcher.
         later = [hooks.call() for _ in range(3)]
-        time.sleep(1)
+        assert sql.rows(stack.db, "SELECT status FROM receipts WHERE id = ANY(%(ids)s)",
+                        ids=[r["id"] for r in later]) == [("pending",)] * 3
+        assert sql.rows(stack.db, "SELECT id FROM webhook_messages") == [(hanging.webhook_id,)]
         assert len(receiver.requests) == 1
         stack.start_worker()
         for receipt in later:
