@@ -43,3 +43,19 @@ def wait_until(db: Database, sql: str, timeout: float = 30.0, **params: Any) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"still false after {timeout:g} s: {sql}")
         time.sleep(0.05)
+
+
+def refuse_inserts(db: Database, table: str, condition: str) -> None:
+    """Make every INSERT into ``table`` of a row matching ``condition`` (over NEW) fail in PostgreSQL, as a
+    full disk would (``DROP TRIGGER refuse_insert ON <table>`` lets them through again)."""
+    execute(db, "CREATE OR REPLACE FUNCTION refuse_insert() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$")
+    execute(db, f"CREATE TRIGGER refuse_insert BEFORE INSERT ON {table} FOR EACH ROW WHEN ({condition}) "
+                "EXECUTE FUNCTION refuse_insert()")
+
+
+def subscribe_to_everything(db: Database, tenant_id: str) -> None:
+    """An endpoint of ``tenant_id`` for every event type, so every announced change writes an outbox row."""
+    execute(db, "INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, enabled, secrets, "
+                "created_at, updated_at) VALUES ('ep_all', %(tenant)s, 'https://example.com/hook', '', '', true, "
+                "'[]'::jsonb, now(), now())", tenant=tenant_id)

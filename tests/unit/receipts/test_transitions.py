@@ -15,9 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from receipts import states
 from receipts.db import Database, Op
 from receipts.records import Receipt
-from receipts.store import calls
+from receipts.store import approvals, calls
 from receipts.store.calls import Result, error
 from receipts.store.sweeps import sweep
 from tests.support import sql
@@ -26,21 +27,6 @@ from tests.support.factories import TENANT, call, spec
 
 def db_now(db: Database) -> datetime:
     return sql.value(db, "SELECT now()")  # type: ignore[no-any-return]
-
-
-def refuse_inserts(db: Database, table: str, condition: str) -> None:
-    """Make every INSERT into ``table`` of a row matching ``condition`` (over NEW) fail, as a full disk would."""
-    sql.execute(db, "CREATE OR REPLACE FUNCTION refuse_insert() RETURNS trigger LANGUAGE plpgsql AS "
-                    "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$")
-    sql.execute(db, f"CREATE TRIGGER refuse_insert BEFORE INSERT ON {table} FOR EACH ROW WHEN ({condition}) "
-                    "EXECUTE FUNCTION refuse_insert()")
-
-
-def subscribe(db: Database) -> None:
-    """An endpoint of the tenant for every event type, so every announced transition writes an outbox row."""
-    sql.execute(db, "INSERT INTO webhook_endpoints (id, tenant_id, url, description, event_types, enabled, secrets, "
-                    "created_at, updated_at) VALUES ('ep_all', %(tenant)s, 'https://example.com/hook', '', '', true, "
-                    "'[]'::jsonb, now(), now())", tenant=TENANT)
 
 
 def snapshot(db: Database, receipt_id: str) -> tuple[Receipt | None, int, int]:
@@ -61,6 +47,20 @@ def running(db: Database) -> Receipt:
     return receipt
 
 
+def awaiting_approval(db: Database) -> Receipt:
+    """A call of a tool a person must allow, waiting for the decision."""
+    receipt, _ = db.run(calls.create(call(spec("refund", effect="write", idempotent=False), approval_timeout_s=600),
+                                     status=states.WAITING))
+    assert receipt.approval is not None and receipt.approval["state"] == "requested"
+    return receipt
+
+
+def awaiting_result(db: Database) -> Receipt:
+    """A call of a function tool, waiting for its client to post the result."""
+    receipt, _ = db.run(calls.create(call(spec("ask_user", kind="function")), status=states.WAITING))
+    return receipt
+
+
 Transition = Callable[[Receipt], Op[Any]]
 
 TRANSITIONS: dict[str, tuple[Callable[[Database], Receipt], Transition, str, str | None]] = {
@@ -74,6 +74,14 @@ TRANSITIONS: dict[str, tuple[Callable[[Database], Receipt], Transition, str, str
     "cancel running": (running, lambda r: calls.cancel(TENANT, r.id), "canceled", "receipt.canceled"),
     "retry": (running, lambda r: calls.retry_later(r.id, 1, error("timeout", "slow", retryable=True), delay_s=1,
                                                    published=True, actor="w"), "pending", None),
+    "approve": (awaiting_approval, lambda r: approvals.approve(TENANT, r.id, by="ann"), "pending", None),
+    "reject": (awaiting_approval, lambda r: approvals.reject(TENANT, r.id, by="ann", reason="no"), "failed",
+               "receipt.failed"),
+    "post a result": (awaiting_result, lambda r: calls.complete_waiting(TENANT, r.id, Result("success", output=1),
+                                                                        actor="client"), "success",
+                      "receipt.succeeded"),
+    "post an error": (awaiting_result, lambda r: calls.complete_waiting(
+        TENANT, r.id, Result("failed", error=error("tool_error", "no")), actor="client"), "failed", "receipt.failed"),
 }
 OUTBOX_CASES = [name for name, (*_, webhook) in TRANSITIONS.items() if webhook is not None]
 
@@ -81,12 +89,12 @@ OUTBOX_CASES = [name for name, (*_, webhook) in TRANSITIONS.items() if webhook i
 @pytest.mark.parametrize("name", list(TRANSITIONS))
 def test_a_transition_whose_timeline_write_fails_changes_nothing(db: Database, name: str) -> None:
     before_state, transition, status, _ = TRANSITIONS[name]
-    subscribe(db)
+    sql.subscribe_to_everything(db, TENANT)
     receipt = before_state(db)
     before = snapshot(db, receipt.id)
     heard: list[Any] = []
     db.subscribe(heard.append)
-    refuse_inserts(db, "receipt_events", f"NEW.to_status = '{status}'")
+    sql.refuse_inserts(db, "receipt_events", f"NEW.to_status = '{status}'")
     with pytest.raises(psycopg.errors.RaiseException, match="refused by the test"):
         db.run(transition(receipt))
     assert snapshot(db, receipt.id) == before
@@ -96,22 +104,44 @@ def test_a_transition_whose_timeline_write_fails_changes_nothing(db: Database, n
 @pytest.mark.parametrize("name", OUTBOX_CASES)
 def test_a_transition_whose_outbox_write_fails_changes_nothing(db: Database, name: str) -> None:
     before_state, transition, _, webhook = TRANSITIONS[name]
-    subscribe(db)
+    sql.subscribe_to_everything(db, TENANT)
     receipt = before_state(db)
     before = snapshot(db, receipt.id)
     heard: list[Any] = []
     db.subscribe(heard.append)
-    refuse_inserts(db, "webhook_messages", f"NEW.event_type = '{webhook}'")
+    sql.refuse_inserts(db, "webhook_messages", f"NEW.event_type = '{webhook}'")
     with pytest.raises(psycopg.errors.RaiseException, match="refused by the test"):
         db.run(transition(receipt))
     assert snapshot(db, receipt.id) == before
     assert heard == []
 
 
+CREATIONS = {
+    # name: (the call, its first status, the first write to refuse)
+    "timeline": (call(spec("lookup")), states.PENDING, ("receipt_events", "NEW.to_status = 'pending'")),
+    "outbox": (call(spec("refund", effect="write", idempotent=False), approval_timeout_s=600), states.WAITING,
+               ("webhook_messages", "NEW.event_type = 'receipt.approval_requested'")),
+}
+
+
+@pytest.mark.parametrize("name", list(CREATIONS))
+def test_a_call_whose_first_writes_fail_is_not_stored(db: Database, name: str) -> None:
+    new, status, (table, condition) = CREATIONS[name]
+    sql.subscribe_to_everything(db, TENANT)
+    heard: list[Any] = []
+    db.subscribe(heard.append)
+    sql.refuse_inserts(db, table, condition)
+    with pytest.raises(psycopg.errors.RaiseException, match="refused by the test"):
+        db.run(calls.create(new, status=status))
+    counts = [sql.value(db, f"SELECT count(*) FROM {t}") for t in ("receipts", "receipt_events", "webhook_messages")]
+    assert counts == [0, 0, 0]
+    assert heard == []
+
+
 def test_the_same_transition_succeeds_once_its_writes_can_be_made(db: Database) -> None:
-    subscribe(db)
+    sql.subscribe_to_everything(db, TENANT)
     receipt = pending(db)
-    refuse_inserts(db, "webhook_messages", "NEW.event_type = 'receipt.running'")
+    sql.refuse_inserts(db, "webhook_messages", "NEW.event_type = 'receipt.running'")
     with pytest.raises(psycopg.errors.RaiseException):
         db.run(calls.claim(receipt.id, lease_s=30, actor="w"))
     sql.execute(db, "DROP TRIGGER refuse_insert ON webhook_messages")
@@ -121,11 +151,11 @@ def test_the_same_transition_succeeds_once_its_writes_can_be_made(db: Database) 
 
 
 def test_a_sweep_whose_outbox_write_fails_settles_none_of_its_batch(db: Database) -> None:
-    subscribe(db)
+    sql.subscribe_to_everything(db, TENANT)
     receipts = [pending(db) for _ in range(3)]
     sql.execute(db, "UPDATE receipts SET deadline_at = now() - interval '1 second'")
     before = [snapshot(db, r.id) for r in receipts]
-    refuse_inserts(db, "webhook_messages", f"NEW.receipt_id = '{receipts[1].id}'")
+    sql.refuse_inserts(db, "webhook_messages", f"NEW.receipt_id = '{receipts[1].id}'")
     with pytest.raises(psycopg.errors.RaiseException):
         db.run(sweep(republish_after_s=30))
     assert [snapshot(db, r.id) for r in receipts] == before
