@@ -1,13 +1,17 @@
-"""Small builders for unit tests: catalogue entries, calls, and a sender that records what it publishes."""
+"""Small builders for unit tests: catalogue entries, calls, batches, runs, and a sender that records what it
+publishes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from receipts.ids import new_id
 from receipts.messages import EXECUTE_TASK
 from receipts.records import ToolSpec
-from receipts.store.calls import NewCall
+from receipts.store.batches import NewBatch
+from receipts.store.calls import Entry, NewCall
+from receipts.store.runs import NewRun
 
 TENANT = "ten_acme"
 OTHER_TENANT = "ten_other"
@@ -26,6 +30,26 @@ def call(tool: ToolSpec | None = None, *, tenant_id: str = TENANT, arguments: An
     """A call to ``tool`` (echo by default) as the gateway would hand it to the store."""
     return NewCall(tenant_id=tenant_id, tool=tool or spec(), arguments={"x": 1} if arguments is None else arguments,
                    deadline_s=deadline_s, **options)
+
+
+def batch(size: int = 2, *, batch_id: str | None = None, tenant_id: str = TENANT,
+          metadata: dict[str, Any] | None = None) -> NewBatch:
+    """A batch of ``size`` calls (of a read tool), as an agent step would open it."""
+    batch_id = batch_id or new_id("batch")
+    return NewBatch(id=batch_id, tenant_id=tenant_id, trace_id="trace_batch", format="openai_chat",
+                    idempotency_key=None, request_hash=None, max_result_chars=100, metadata=metadata or {},
+                    webhook_url=None,
+                    entries=[Entry(call(spec("lookup"), tenant_id=tenant_id, batch_id=batch_id)) for _ in range(size)])
+
+
+def run(*, tenant_id: str = TENANT, deadline_s: float = 600, **options: Any) -> NewRun:
+    """A run of the scripted model, as the gateway would hand it to the store."""
+    fields: dict[str, Any] = {
+        "id": new_id("run"), "tenant_id": tenant_id, "trace_id": "trace_run", "model": "scripted",
+        "instructions": None, "input": [{"role": "user", "content": "go"}], "tools": ["lookup"], "max_iterations": 5,
+        "max_result_chars": 100, "deadline_s": deadline_s, "metadata": {}, "webhook_url": None,
+        "idempotency_key": None, "request_hash": None}
+    return NewRun(**{**fields, **options})
 
 
 @dataclass
