@@ -52,11 +52,15 @@ class OutboundGuard:
 
     def check(self, url: str, *, field: str = "url") -> list[IPAddress]:
         """Resolve ``url``'s host and return its addresses, or raise :class:`OutboundRefused`."""
-        parts = urlsplit(url)
+        try:  # urlsplit and hostname raise ValueError for a URL they cannot take apart (``http://[x/``)
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError as exc:
+            raise OutboundRefused(f"not a URL: {exc}",
+                                  errors=[{"field": field, "message": f"not a URL: {exc}"}]) from None
         if parts.scheme not in ("http", "https"):
             raise OutboundRefused("only http and https URLs are allowed",
                                   errors=[{"field": field, "message": "scheme must be http or https"}])
-        host = parts.hostname
         if not host:
             raise OutboundRefused("the URL has no host", errors=[{"field": field, "message": "missing host"}])
         try:

@@ -160,10 +160,14 @@ def parse(data: Mapping[str, Any], *, prefix: str = "request") -> RequestTemplat
 def _check_url(url: str, field_name: str) -> None:
     if any(ord(ch) < 0x21 or ch in "\\\x7f" for ch in url):
         raise _fail(field_name, "must not contain spaces, control characters or backslashes")
-    parts = urlsplit(url)
+    try:  # urlsplit and hostname raise ValueError for a URL they cannot take apart (``http://[x/``)
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise _fail(field_name, f"not a URL: {exc}") from None
     if parts.scheme not in ("http", "https"):
         raise _fail(field_name, "scheme must be http or https")
-    if not parts.hostname:
+    if not host:
         raise _fail(field_name, "missing host")
     if "{" in parts.netloc or "}" in parts.netloc:
         raise _fail(field_name, "placeholders may only fill path segments, never the host or port")

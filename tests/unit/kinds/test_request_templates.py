@@ -32,6 +32,8 @@ def template(**request: Any) -> Any:
     ({"url": "https://api.example.com/x y"}, "request.url"),
     ({"url": "https://api.example.com/{unclosed"}, "request.url"),
     ({"url": "https://api.example.com/x#frag"}, "request.url"),
+    ({"url": "https://[api.example.com/x"}, "request.url"),  # urlsplit's ValueError
+    ({"url": "https://[::1/x"}, "request.url"),
     ({"method": "TRACE"}, "request.method"),
     ({"headers": {"Authorization": "Bearer {token}"}}, "request.headers.Authorization"),
     ({"headers": {"X-Evil": "a\r\nHost: evil.com"}}, "request.headers.X-Evil"),

@@ -88,6 +88,7 @@ def test_catalogue_formats_include_every_kind(gateway: Gateway) -> None:
     (api_call(request={"method": "GET", "url": "http://10.0.0.5/x"}), "request.url"),
     (api_call(request={"method": "GET", "url": "http://127.0.0.1:8080/x"}), "request.url"),
     (api_call(request={"method": "GET", "url": "https://{host}/x"}), "request.url"),
+    (api_call(request={"method": "GET", "url": "https://[93.184.215.14/x"}), "request.url"),  # urlsplit raises
     (api_call(request={"method": "GET", "url": "https://93.184.215.14/{nope}"}), "request"),
     (api_call(request={"url": "https://93.184.215.14/x", "headers": {"X-Key": "{city}"}}), "request.headers.X-Key"),
     ({"kind": "integration", "name": "i", "provider": "fax", "method": "send"}, "provider"),
@@ -100,6 +101,8 @@ def test_catalogue_formats_include_every_kind(gateway: Gateway) -> None:
      "arguments.port"),
     ({"kind": "integration", "name": "i", "provider": "mcp", "method": "list_tools",
       "arguments": {"url": "http://127.0.0.1:9/mcp"}}, "arguments.url"),
+    ({"kind": "integration", "name": "i", "provider": "mcp", "method": "list_tools",
+      "arguments": {"url": "http://[::1/mcp"}}, "arguments.url"),
 ])
 def test_invalid_definitions_are_refused_and_nothing_is_stored(gateway: Gateway, body: dict[str, Any],
                                                                field: str) -> None:
