@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from receipts import storable
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -31,7 +33,11 @@ class ToolResult:
 
 
 def arguments_from_json(text: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """A call's arguments from the JSON string a model wrote: ``(object, None)`` or ``(None, problem)``."""
+    """A call's arguments from the JSON string a model wrote: ``(object, None)`` or ``(None, problem)``.
+
+    An object holding what PostgreSQL cannot store (:mod:`receipts.storable`) is a problem too: the
+    model is told which field to fix, and the receipt keeps no input.
+    """
     if not isinstance(text, str):
         return None, "the arguments must be a JSON object encoded as a string"
     if not text.strip():
@@ -40,6 +46,12 @@ def arguments_from_json(text: Any) -> tuple[dict[str, Any] | None, str | None]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; nesting too deep to read
+        return None, f"the arguments cannot be read: {exc}"
     if not isinstance(value, dict):
         return None, f"the arguments must be a JSON object, not {type(value).__name__}"
+    unstorable = storable.fault(value)
+    if unstorable is not None:
+        path, reason = unstorable
+        return None, f"the arguments cannot be stored: {storable.field_name(path, 'arguments')} {reason}"
     return value, None

@@ -7,7 +7,10 @@
   as on any route that did not opt in to scoped keys by taking ``CallerDep``.
 
 Both refuse a read-only key (403) on anything but GET, HEAD and OPTIONS: every API route that changes
-something takes another method, so a new route cannot forget the check.
+something takes another method, so a new route cannot forget the check. Both then refuse (422) a
+request whose path, query or JSON body holds a value PostgreSQL cannot store (:mod:`receipts.storable`:
+a NUL, a lone surrogate, a number that is not finite), before the route runs and so before anything
+is written: one check for every route, whatever its body's model.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from starlette.requests import HTTPConnection
 from gateway.auth import authenticate
 from gateway.problems import Problem
 from gateway.services import Services
+from receipts import storable
 from receipts.records import Caller, Tenant
 from receipts.telemetry import logfields
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def services_of(request: HTTPConnection) -> Services:
@@ -51,7 +56,26 @@ async def get_caller(request: Request) -> Caller:
     caller = await caller_of(request)
     if caller.read_only and request.method not in SAFE_METHODS:
         raise Problem(403, "this API key is read-only: it may read, but not submit, cancel, define or change anything")
+    await check_storable(request)
     return caller
+
+
+async def check_storable(request: Request) -> None:
+    """InvalidInput (422) if the request's path, query or JSON body holds a value that cannot be stored.
+
+    FastAPI has parsed the body of a route that takes one before it solves the dependencies, and the
+    request keeps what it parsed: reading it here parses nothing again. A body that is not JSON is
+    left to the route (400 where it reads one, ignored where it reads none).
+    """
+    storable.check_texts(request.path_params)
+    if request.url.query:
+        storable.check_texts(request.query_params.multi_items())
+    if request.method in BODY_METHODS and await request.body():
+        try:
+            body = await request.json()
+        except (ValueError, RecursionError):
+            return
+        storable.check(body)
 
 
 async def get_tenant(caller: Annotated[Caller, Depends(get_caller)]) -> Tenant:

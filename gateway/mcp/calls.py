@@ -27,7 +27,7 @@ from gateway.mcp import results
 from gateway.routes.receipts import wait_for_terminal
 from gateway.services import Services
 from gateway.waiters import RECHECK_S
-from receipts import states
+from receipts import states, storable
 from receipts.catalogue.tools import list_tools
 from receipts.errors import InvalidInput, InvalidTransition, NotFound, Unavailable
 from receipts.records import Caller, Receipt, Tenant
@@ -46,7 +46,8 @@ def call_request(params: types.CallToolRequestParams) -> CallRequest:
     """The call ``params`` ask for: trace and call ids from ``_meta``, when given.
 
     Raises:
-        InvalidInput: a ``_meta`` id is not a string of 1 to 200 characters (the HTTP API's limits).
+        InvalidInput: a ``_meta`` id is not a string of 1 to 200 characters (the HTTP API's limits), or
+            the arguments or an id hold a value that cannot be stored (as on ``POST /v1/tool-calls``).
     """
     meta: dict[str, Any] = dict(params.meta or {})
     errors = [{"field": f"_meta.{key}", "message": "must be a string of 1 to 200 characters"}
@@ -54,6 +55,9 @@ def call_request(params: types.CallToolRequestParams) -> CallRequest:
               if meta.get(key) is not None and not (isinstance(meta[key], str) and 1 <= len(meta[key]) <= 200)]
     if errors:
         raise InvalidInput("invalid _meta", errors=errors)
+    storable.check(params.name, field="name")
+    storable.check(params.arguments or {}, field="arguments")
+    storable.check({key: meta.get(key) for key in META_FIELDS}, field="_meta")
     return CallRequest(tool=params.name, arguments=params.arguments or {}, trace_id=meta.get(results.TRACE_ID),
                        call_id=meta.get(results.CALL_ID))
 
