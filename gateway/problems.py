@@ -6,12 +6,14 @@ Domain errors are turned into responses here and nowhere else.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
+from starlette.routing import compile_path
 
 from receipts.errors import Conflict, IdempotencyMismatch, InvalidInput, NotConfigured, NotFound, Unavailable
 from receipts.secretbox import SecretKeyMissing, SecretUnreadable
@@ -76,6 +78,30 @@ def validation_errors(exc: RequestValidationError) -> tuple[int, str, list[dict[
     return 422, "the request is not valid", errors
 
 
+class AllowedMethods:
+    """The methods a path supports, for the ``Allow`` header of a 405 (RFC 9110: every method of the
+    resource). Starlette names only those of the first route whose path matched, and the API puts
+    each method of a path in a route of its own; the OpenAPI document has them all, by path."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._paths: list[tuple[re.Pattern[str], frozenset[str]]] | None = None
+
+    def _table(self) -> list[tuple[re.Pattern[str], frozenset[str]]]:
+        if self._paths is None:  # built at the first 405, once every route is in
+            self._paths = [(compile_path(path)[0], frozenset(method.upper() for method in operations))
+                           for path, operations in self.app.openapi().get("paths", {}).items()]
+        return self._paths
+
+    def header(self, path: str, given: str) -> str:
+        """``Allow`` for ``path``: its documented methods and those Starlette named (``given``)."""
+        methods = {method.strip() for method in given.split(",") if method.strip()}
+        for pattern, documented in self._table():
+            if pattern.match(path):
+                methods |= documented
+        return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     """Register the exception handlers that turn every error into problem+json."""
 
@@ -89,9 +115,14 @@ def install(app: FastAPI) -> None:
         status, detail, errors = validation_errors(exc)
         return problem_response(status, detail, errors=errors)
 
+    allowed = AllowedMethods(app)
+
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem_response(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed.header(request.url.path, (headers or {}).get("Allow", ""))}
+        return problem_response(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
