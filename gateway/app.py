@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from gateway import problems
 from gateway.console import routes as console
+from gateway.deps import allowed_caller
 from gateway.limits import BodyLimit
 from gateway.mcp import McpEndpoint
 from gateway.publisher import BatchPublisher, RedisPublisher, publisher_for
@@ -91,7 +92,7 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
         telemetry=TELEMETRY,
     )
     app.state.services = services
-    problems.install(app)
+    problems.install(app, check_key=allowed_caller)
     app.include_router(receipts.router)
     app.include_router(batches.router)
     app.include_router(runs.router)

@@ -52,10 +52,21 @@ async def caller_of(request: HTTPConnection) -> Caller:
     return caller
 
 
-async def get_caller(request: Request) -> Caller:
+async def allowed_caller(request: Request) -> Caller:
+    """The caller, once its key may make this request at all: 401, 429, and 403 for a read-only key
+    on a method that changes something.
+
+    Also the first thing a ``/v1`` request whose body cannot be read is told (gateway/problems.py):
+    FastAPI reads a route's body before it solves the dependencies, and who asks comes first.
+    """
     caller = await caller_of(request)
     if caller.read_only and request.method not in SAFE_METHODS:
         raise Problem(403, "this API key is read-only: it may read, but not submit, cancel, define or change anything")
+    return caller
+
+
+async def get_caller(request: Request) -> Caller:
+    caller = await allowed_caller(request)
     await check_storable(request)
     return caller
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -102,8 +103,27 @@ class AllowedMethods:
         return ", ".join(sorted(methods))
 
 
-def install(app: FastAPI) -> None:
-    """Register the exception handlers that turn every error into problem+json."""
+KEYED = "/v1/"  # every route under it needs a key
+
+
+def install(app: FastAPI, check_key: Callable[[Request], Awaitable[object]] | None = None) -> None:
+    """Register the exception handlers that turn every error into problem+json.
+
+    ``check_key`` raises the :class:`Problem` (401, 403, 429) a request's key earns: FastAPI reads
+    and parses a route's body before the route's dependencies check the key, so a ``/v1`` request
+    whose body cannot be read is asked for its key first, and told that rather than of its body.
+    """
+
+    async def unread(request: Request, status: int, detail: str, errors: list[dict[str, str]] | None = None,
+                     headers: dict[str, str] | None = None) -> JSONResponse:
+        if check_key is not None and request.url.path.startswith(KEYED):
+            try:
+                await check_key(request)
+            except Problem as refusal:
+                return await _problem(request, refusal)
+            except Unavailable:
+                pass  # the key cannot be checked now: what is wrong with the body is still true
+        return problem_response(status, detail, errors=errors, headers=headers)
 
     @app.exception_handler(Problem)
     async def _problem(_: Request, exc: Problem) -> JSONResponse:
@@ -111,8 +131,10 @@ def install(app: FastAPI) -> None:
                                 **exc.extra)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, detail, errors = validation_errors(exc)
+        if status == 400:  # the body is no JSON: read before the key was checked
+            return await unread(request, status, detail, errors)
         return problem_response(status, detail, errors=errors)
 
     allowed = AllowedMethods(app)
@@ -122,6 +144,8 @@ def install(app: FastAPI) -> None:
         headers = getattr(exc, "headers", None)
         if exc.status_code == 405:
             headers = {**(headers or {}), "Allow": allowed.header(request.url.path, (headers or {}).get("Allow", ""))}
+        if exc.status_code == 400:  # FastAPI could not parse the body (an integer of over 4300 digits, ...)
+            return await unread(request, 400, str(exc.detail), headers=headers)
         return problem_response(exc.status_code, str(exc.detail), headers=headers)
 
     @app.exception_handler(NotFound)

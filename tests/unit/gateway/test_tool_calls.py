@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from receipts import tenants
 from receipts.store import calls
 from tests.unit.gateway.conftest import Gateway, assert_problem
 
@@ -91,6 +92,23 @@ def test_missing_or_wrong_key_is_a_401(gateway: Gateway, headers: dict[str, str]
     assert response.headers["www-authenticate"].startswith("Bearer")
     assert gateway.receipt_count() == 0
     assert_problem(gateway.client.get("/v1/receipts", headers=headers), 401)
+
+
+@pytest.mark.parametrize("payload", [b'{"tool": "echo", "arguments": {', b"not json", b"[" * 100_000,
+                                     b'{"tool": "echo", "arguments": {"n": ' + b"9" * 5000 + b"}}"])
+@pytest.mark.parametrize("path", ["/v1/tool-calls", "/v1/batches", "/v1/webhook-endpoints"])
+def test_a_body_that_cannot_be_read_without_a_valid_key_is_a_401_first(gateway: Gateway, payload: bytes,
+                                                                       path: str) -> None:
+    json_type = {"Content-Type": "application/json"}
+    for headers in ({}, {"Authorization": "Bearer trk_wrong"}):
+        response = gateway.client.post(path, content=payload, headers={**headers, **json_type})
+        assert_problem(response, 401)  # found by fuzzing: it was the body's 400, before the key was looked at
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    read_only = gateway.db.run(tenants.create_key("acme", read_only=True))
+    assert_problem(gateway.client.post(path, content=payload, headers={**gateway.headers(read_only), **json_type}),
+                   403)
+    assert_problem(gateway.client.post(path, content=payload, headers={**gateway.headers(), **json_type}), 400)
+    assert gateway.receipt_count() == 0
 
 
 def test_body_over_one_mib_with_content_length_is_a_413(gateway: Gateway) -> None:
