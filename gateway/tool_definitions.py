@@ -17,6 +17,9 @@ from typing import Annotated, Any, Literal
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from gateway.problems import Problem
 from receipts.catalogue.providers import ProviderMethod
@@ -110,6 +113,36 @@ def check_parameters(parameters: Mapping[str, Any]) -> None:
         raise Problem.invalid(path, f"not a valid JSON Schema: {exc.message}") from None
     if parameters.get("type") != "object":
         raise Problem.invalid("parameters.type", 'must be "object": arguments are a JSON object')
+    check_references(parameters)
+
+
+# Keywords whose values are data, not schemas: a "$ref" inside them is a value like any other.
+DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+
+
+def check_references(parameters: Mapping[str, Any]) -> None:
+    """Every ``$ref`` of the schema resolves inside it (``#/$defs/...``, an anchor, a nested ``$id``).
+
+    A schema whose reference leads nowhere is still a valid schema, and would fail every call when
+    its arguments are checked; nor is any schema fetched from elsewhere (a remote ``$ref``).
+    """
+    root = Registry().resolver_with_root(DRAFT202012.create_resource(parameters))
+    stack: list[tuple[Any, Any, str]] = [(parameters, root, "parameters")]  # (node, its resolver, its field)
+    while stack:
+        node, resolver, path = stack.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("$id"), str) and path != "parameters":
+                resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+            reference = node.get("$ref")
+            if isinstance(reference, str):
+                try:
+                    resolver.lookup(reference)
+                except Unresolvable as exc:
+                    raise Problem.invalid(f"{path}.$ref", f"{reference!r} does not resolve within the schema "
+                                                          f"({type(exc).__name__})") from None
+            stack.extend((child, resolver, f"{path}.{key}") for key, child in node.items() if key not in DATA_KEYWORDS)
+        elif isinstance(node, list):
+            stack.extend((child, resolver, f"{path}.{index}") for index, child in enumerate(node))
 
 
 def _problem(exc: InvalidInput) -> Problem:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from referencing.exceptions import Unresolvable
 
 from receipts import states
 from receipts.errors import InvalidInput
@@ -41,7 +42,12 @@ class CheckedTool:
     def errors(self, arguments: Any, prefix: str = "arguments") -> list[dict[str, str]]:
         """Every schema violation as ``{field, message}``, fields prefixed with ``prefix``; none repeats a secret."""
         found = []
-        for err in sorted(self.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path))):
+        try:
+            violations = sorted(self.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+        except Unresolvable as exc:  # a $ref of the tool's schema leads nowhere: the tool cannot be called
+            return [{"field": prefix, "message": f"the schema of {self.spec.name!r} cannot be used: a $ref does not "
+                                                 f"resolve ({type(exc).__name__}); define the tool again"}]
+        for err in violations:
             found.append({"field": ".".join([prefix, *map(str, err.absolute_path)]), "message": err.message})
         if found and self.secrets is not None:
             found = self.secrets.hide_in_errors(arguments, found, prefix)

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from receipts.catalogue import tools as catalogue
+from receipts.records import ToolSpec
 from tests.support import sql
 from tests.unit.kinds.conftest import Gateway, assert_problem
 
@@ -91,6 +93,14 @@ def test_catalogue_formats_include_every_kind(gateway: Gateway) -> None:
     (api_call(request={"method": "GET", "url": "https://[93.184.215.14/x"}), "request.url"),  # urlsplit raises
     (api_call(request={"method": "GET", "url": "https://93.184.215.14/{nope}"}), "request"),
     (api_call(request={"url": "https://93.184.215.14/x", "headers": {"X-Key": "{city}"}}), "request.headers.X-Key"),
+    # a $ref that leads nowhere, or out of the schema: every call would fail (found by fuzzing: a 500 each)
+    ({"kind": "function", "name": "f", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/nope"}}}},
+     "parameters.properties.a.$ref"),
+    ({"kind": "function", "name": "f", "parameters": {"type": "object", "anyOf": [{"$ref": "#/$defs/x"}]}},
+     "parameters.anyOf.0.$ref"),
+    ({"kind": "function", "name": "f", "parameters": {"type": "object",
+                                                      "properties": {"a": {"$ref": "https://93.184.215.14/s.json"}}}},
+     "parameters.properties.a.$ref"),
     ({"kind": "integration", "name": "i", "provider": "fax", "method": "send"}, "provider"),
     ({"kind": "integration", "name": "i", "provider": "email", "method": "fax"}, "method"),
     ({"kind": "integration", "name": "i", "provider": "email", "method": "send", "arguments": {"password": "x"}},
@@ -108,6 +118,30 @@ def test_invalid_definitions_are_refused_and_nothing_is_stored(gateway: Gateway,
                                                                field: str) -> None:
     assert_problem(gateway.post("/v1/tools", body), 422, field)
     assert tenant_tool_count(gateway) == 0
+
+
+def test_references_within_the_schema_are_followed_when_calls_are_checked(gateway: Gateway) -> None:
+    parameters = {"type": "object", "$defs": {"city": {"type": "string", "minLength": 2},
+                                              "place": {"$anchor": "work", "type": "string"}},
+                  "properties": {"home": {"$ref": "#/$defs/city"}, "work": {"$ref": "#work"},
+                                 "note": {"const": {"$ref": "#/nowhere"}},  # data, not a reference
+                                 "nested": {"$id": "https://example.com/nested", "$defs": {"n": {"type": "integer"}},
+                                            "$ref": "#/$defs/n"}}}
+    assert gateway.post("/v1/tools", {"kind": "function", "name": "commute", "parameters": parameters}).status_code \
+        == 201
+    assert gateway.post("/v1/tool-calls", {"tool": "commute", "arguments": {"home": "Lyon", "nested": 2}}) \
+        .status_code == 202
+    assert_problem(gateway.post("/v1/tool-calls", {"tool": "commute", "arguments": {"home": "L"}}), 422,
+                   "arguments.home")
+
+
+def test_a_stored_schema_whose_reference_leads_nowhere_is_a_422_not_a_500(gateway: Gateway) -> None:
+    broken = ToolSpec(name="broken", kind="function", description="Defined before references were checked.",
+                      parameters={"type": "object", "properties": {"a": {"$ref": "#/nope"}}}, tenant_id=gateway.tenant_id)
+    gateway.db.run(catalogue.publish([broken]))
+    body = assert_problem(gateway.post("/v1/tool-calls", {"tool": "broken", "arguments": {"a": 1}}), 422, "arguments")
+    assert "does not resolve" in body["errors"][0]["message"]
+    assert tenant_tool_count(gateway) == 1 and sql.value(gateway.db, "SELECT count(*) FROM receipts") == 0
 
 
 def test_names_cannot_be_taken_twice_or_from_built_in_tools(gateway: Gateway) -> None:
