@@ -137,7 +137,8 @@ def test_references_within_the_schema_are_followed_when_calls_are_checked(gatewa
 
 def test_a_stored_schema_whose_reference_leads_nowhere_is_a_422_not_a_500(gateway: Gateway) -> None:
     broken = ToolSpec(name="broken", kind="function", description="Defined before references were checked.",
-                      parameters={"type": "object", "properties": {"a": {"$ref": "#/nope"}}}, tenant_id=gateway.tenant_id)
+                      parameters={"type": "object", "properties": {"a": {"$ref": "#/nope"}}},
+                      tenant_id=gateway.tenant_id)
     gateway.db.run(catalogue.publish([broken]))
     body = assert_problem(gateway.post("/v1/tool-calls", {"tool": "broken", "arguments": {"a": 1}}), 422, "arguments")
     assert "does not resolve" in body["errors"][0]["message"]
