@@ -196,7 +196,8 @@ class RunAdvancer:
         if released is None:
             return None, run  # fenced out meanwhile
         # The batch may have completed between the look and the release, when its completer could not
-        # resume the run yet (this attempt still held it): look once more.
+        # resume the run yet (this attempt still held it): look once more. The release waited for any
+        # completer in the middle of its transaction (runs.wait_for), so this look sees what it did.
         if self.db.run(batches.get(run.tenant_id, batch_id))[0].completed:
             resumed = self.db.run(runs.resume(run.id, batch_id))
             if resumed is not None:

@@ -69,6 +69,7 @@ UPDATE_STEP = """
 UPDATE run_steps SET data = %(data)s
 WHERE run_id = %(id)s AND index = %(index)s
   AND EXISTS (SELECT 1 FROM runs WHERE id = %(id)s AND status = 'running' AND attempt = %(attempt)s)"""
+LOCK_BATCH = "SELECT 1 FROM batches WHERE id = %(id)s FOR UPDATE"
 WAIT = f"""
 UPDATE runs SET status = %(status)s, waiting_batch_id = %(batch_id)s, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND (status = 'running' AND attempt = %(attempt)s) IS TRUE
@@ -258,7 +259,14 @@ def update_step(run: Run, index: int, data: dict[str, Any]) -> Steps[bool]:
 
 @transaction
 def wait_for(run: Run, batch_id: str, *, waiting: bool) -> Steps[Run | None]:
-    """Release the run until ``batch_id`` completes (``waiting``: a call of it waits for a person)."""
+    """Release the run until ``batch_id`` completes (``waiting``: a call of it waits for a person).
+
+    The release takes the batch's row lock, which its completer holds while it completes the batch and
+    resumes the run: so a completer either finds the run released (and resumes it), or committed before
+    this release began (and whoever released it sees the batch completed when it looks next). Without
+    the lock both could miss the other, and the run would wait for the sweeper.
+    """
+    yield Query(LOCK_BATCH, {"id": batch_id})
     row = yield Query(WAIT, {"id": run.id, "attempt": run.attempt, "batch_id": batch_id,
                              "status": states.WAITING if waiting else states.RUNNING})
     if row is None:
