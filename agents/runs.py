@@ -21,6 +21,7 @@ from typing import Any, Literal
 from agents.calls import ToolCall
 from agents.formats import FORMATS
 from receipts.records import Batch, Run, RunStep
+from receipts.storable import mended
 
 LOOP_LIMIT = 3  # the same call this many times in a row is a loop
 CHAT = FORMATS["openai_chat"]
@@ -41,7 +42,8 @@ class Action:
 
 
 def run_error(code: str, message: str, **details: Any) -> dict[str, Any]:
-    return {"code": code, "message": message, "retryable": False, "retry_after_ms": None, "details": details}
+    return mended({"code": code, "message": message, "retryable": False, "retry_after_ms": None,  # type: ignore[no-any-return]
+                   "details": details})  # a model's error text is stored as it came, made storable
 
 
 def model_steps(steps: Sequence[RunStep]) -> int:

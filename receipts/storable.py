@@ -111,6 +111,49 @@ def _path(trail: Trail) -> Path:
     return tuple(reversed(parts))
 
 
+def mended(value: Any) -> Any:
+    """``value`` with every string and key PostgreSQL cannot hold made storable: each NUL becomes U+FFFD
+    (the replacement character), each lone surrogate ``?``. For what toolrelay must record as it came (a
+    tool's output, an error's message, a model's answer) rather than refuse. ``value`` itself where nothing
+    needs mending, the common case."""
+    if _clean_texts(value):
+        return value
+    return _mend(value)
+
+
+def _mend(value: Any) -> Any:
+    if isinstance(value, str):
+        return _mend_text(value)
+    if isinstance(value, Mapping):
+        return {(_mend_text(key) if isinstance(key, str) else key): _mend(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mend(child) for child in value]
+    return value
+
+
+def _mend_text(text: str) -> str:
+    if text_fault(text) is None:
+        return text
+    return text.replace(NUL, "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+def _clean_texts(value: Any) -> bool:
+    """Whether no string or key in ``value`` needs mending (numbers are not looked at)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if text_fault(item) is not None:
+                return False
+        elif isinstance(item, Mapping):
+            if any(isinstance(key, str) and text_fault(key) is not None for key in item):
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
 def field_name(path: Iterable[str | int], prefix: str = "") -> str:
     """``path`` as a dotted field name (``arguments.items.0``), its parts escaped so that the name
     itself can be shown: a NUL or a lone surrogate in a key is written as its escape."""

@@ -41,6 +41,7 @@ from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute, publ
 from receipts.records import Receipt
 from receipts.secret_arguments import reveal, scrub
 from receipts.secretbox import SecretBox, SecretKeyMissing, SecretUnreadable
+from receipts.storable import mended
 from receipts.store import calls
 from receipts.store.calls import Lease, Result, error
 from receipts.telemetry import logfields, tracing
@@ -101,6 +102,8 @@ def json_output(value: Any) -> Any:
     Checked here, before the fenced write: a value with no JSON form (or NaN, which PostgreSQL's
     jsonb refuses) would otherwise fail the write itself and leave the receipt running until its
     lease expired — and a non-idempotent write that did finish would then be reported outcome_unknown.
+    For the same reason text that PostgreSQL cannot hold (a NUL character, a lone surrogate) is stored
+    mended (:func:`receipts.storable.mended`): the call did what it did, and says so.
 
     Raises:
         ToolError: the value cannot be stored as JSON.
@@ -110,11 +113,15 @@ def json_output(value: Any) -> Any:
         json.dumps(converted, allow_nan=False)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         raise ToolError(f"the tool returned a value that cannot be stored as JSON: {exc}") from exc
-    return converted
+    return mended(converted)  # text PostgreSQL cannot hold (a NUL, a lone surrogate) is stored mended
 
 
 def failure_error(exc: BaseException) -> dict[str, Any]:
-    """The receipt ``error`` for an exception a tool raised."""
+    """The receipt ``error`` for an exception a tool raised (its text mended where PostgreSQL could not hold it)."""
+    return mended(_failure_error(exc))  # type: ignore[no-any-return]
+
+
+def _failure_error(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ToolFailure):
         return error(exc.code, exc.message, retryable=exc.retryable, retry_after_ms=exc.retry_after_ms,
                      details=to_jsonable_python(exc.details, fallback=repr))

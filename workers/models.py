@@ -24,6 +24,7 @@ import httpx2
 import openai
 
 from receipts.outbound.guard import OutboundGuard
+from receipts.storable import mended
 from workers.egress import retry_after_ms, traced2
 from workers.errors import ToolFailure
 from workers.guarded_transport import GuardedTransport2
@@ -113,7 +114,7 @@ async def complete(guard: OutboundGuard, *, base_url: str, api_key: str | None, 
                 raise ModelRefused(cause.message) from None
             raise ModelUnavailable(f"cannot reach the model at {base_url}: {cause or exc}") from None
     choice = response.choices[0]
-    message = choice.message.model_dump(mode="json", exclude_none=True)
+    message = mended(choice.message.model_dump(mode="json", exclude_none=True))  # storable, as the model said it
     message.setdefault("role", "assistant")
     usage = response.usage
     return Completion(message=message, prompt_tokens=usage.prompt_tokens if usage else 0,

@@ -148,3 +148,14 @@ def test_the_model_api_key_is_never_shown(agent: Agent) -> None:
     with agent.client() as client:
         shown = client.get("/v1/models/scripted").json()
     assert shown["api_key_set"] is True and "sk-test-secret" not in json.dumps(shown)
+
+
+def test_a_model_answer_postgresql_cannot_hold_is_stored_mended(agent: Agent) -> None:
+    agent.script(say("done\x00 at last \ud83d"))  # a NUL and a lone surrogate: no text column holds them
+    run = agent.run()
+    assert run["status"] == "success", run
+    assert run["output"] == "done\ufffd at last ?"
+    agent.script(fail(400, "no \x00 here"))
+    refused = agent.run()
+    assert refused["status"] == "failed", refused
+    assert "no \ufffd here" in refused["error"]["message"]

@@ -105,6 +105,10 @@ def returns(kind: str) -> Any:
         return {"value": float("nan")}
     if kind == "details":
         raise ToolError("refused", details={"when": datetime(2030, 1, 1, tzinfo=UTC), "what": object()})
+    if kind == "nul":  # text PostgreSQL cannot hold: a NUL, a lone surrogate, in values and keys
+        return {"text": "a\x00b", "key\x00": ["\ud800!"]}
+    if kind == "nul error":
+        raise ValueError("bad byte \x00 in \udc80 input")
     return {"thing": object()}
 
 
@@ -411,6 +415,23 @@ def test_error_details_with_no_json_form_are_still_recorded(db: Database, execut
     details = done.error["details"]  # type: ignore[index]
     assert details["when"] == "2030-01-01T00:00:00Z"
     assert details["what"].startswith("<object object")
+
+
+def test_output_text_postgresql_cannot_hold_is_stored_mended_and_the_call_succeeds(db: Database,
+                                                                                   executor: Executor) -> None:
+    receipt = submit(db, returns, {"kind": "nul"})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "success"  # the write happened: it says so
+    assert done.output == {"text": "a\ufffdb", "key\ufffd": ["?!"]}
+    assert get(db, receipt.id).output == done.output
+
+
+def test_an_error_whose_text_postgresql_cannot_hold_is_recorded_mended(db: Database, executor: Executor) -> None:
+    receipt = submit(db, returns, {"kind": "nul error"})
+    done = executor.execute(receipt.id)
+    assert done is not None and done.status == "failed"  # a non-idempotent write that raised: not retried
+    assert done.error["message"] == "ValueError: bad byte \ufffd in ? input"  # type: ignore[index]
+    assert get(db, receipt.id).error == done.error
 
 
 def test_partial_success_keeps_what_was_done_and_is_not_retried(db: Database, executor: Executor,
