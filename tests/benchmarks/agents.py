@@ -91,8 +91,9 @@ def loop(run: Run, deployment: Deployment) -> dict[str, Any]:
                 started = time.perf_counter()
                 body = client.post("/v1/runs", json={"model": "bench", "input": "go", "tools": ["echo"],
                                                      "wait_s": 30}).json()
-                while body.get("status") not in ("success", "failed", "canceled"):
-                    body = client.get(f"/v1/runs/{body['id']}", params={"wait_s": 30}).json()
+                give_up = started + 60  # a run that has not ended by then counts as not success
+                while body.get("status") not in ("success", "failed", "canceled") and time.perf_counter() < give_up:
+                    body = client.get(f"/v1/runs/{body['id']}", params={"wait_s": 10}).json()
                 elapsed = time.perf_counter() - started
                 if body["status"] != "success" or body["iterations"] != TURNS_PER_RUN:
                     failed += 1
