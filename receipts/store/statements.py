@@ -149,9 +149,16 @@ INSERT = insert()
 # A claim also returns how long the call has left (the deadline minus the database's now()), so the
 # worker sizes the attempt's timeout without reading its own clock, and the call's encrypted secret
 # arguments (no other statement reads them).
+#
+# The lease asked for is the tool's timeout plus a grace; the attempt gets at most the time left
+# before the deadline, so the lease ends at the deadline plus that grace when that comes first. A
+# lease of the whole timeout would keep a call whose worker died "running" for up to the timeout
+# past its deadline, where nothing can happen any more but its end (the sweeper settles it).
 CLAIM = f"""
 UPDATE receipts SET status = 'running', updated_at = now(), attempt = attempt + 1,
-       lease_expires_at = now() + make_interval(secs => %(lease_s)s), started_at = now()
+       lease_expires_at = LEAST(now() + make_interval(secs => %(lease_s)s),
+                                deadline_at + make_interval(secs => GREATEST(%(lease_s)s - timeout_s, 0))),
+       started_at = now()
 WHERE id = %(id)s
   AND (status = 'pending' AND available_at <= now() + interval '1 second' AND deadline_at > now()) IS TRUE
 {RETURNING}, 'pending'::text AS before_status, secret_input,

@@ -218,6 +218,21 @@ def test_claim_waits_for_a_scheduled_retry_and_refuses_after_the_deadline(db: Da
     assert claim(db, receipt.id) is not None
 
 
+def test_a_claim_near_the_deadline_leases_the_time_left_plus_the_grace(db: Database) -> None:
+    # The attempt gets at most the time left before the deadline: a lease of the tool's whole timeout
+    # would keep a call whose worker died running (and unsettled) long after its deadline.
+    receipt = create(db, call(spec(timeout_s=30), deadline_s=60))
+    shift(db, receipt.id, "deadline_at", -58)  # 2 s left
+    claimed = claim(db, receipt.id, lease_s=30 + 5)  # the tool's timeout plus a grace of 5 s
+    assert claimed is not None and claimed.lease_expires_at is not None
+    assert claimed.lease_expires_at == claimed.deadline_at + timedelta(seconds=5)
+    # With time to spare, the lease is the whole timeout plus the grace, as before.
+    roomy = create(db, call(spec(timeout_s=30), deadline_s=600))
+    claimed = claim(db, roomy.id, lease_s=30 + 5)
+    assert claimed is not None and claimed.started_at is not None
+    assert claimed.lease_expires_at == claimed.started_at + timedelta(seconds=35)
+
+
 def test_finish_records_the_outcome(db: Database) -> None:
     receipt = create(db, call())
     claim(db, receipt.id)
