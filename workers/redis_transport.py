@@ -18,7 +18,10 @@ in two places, and this transport changes only those two:
   hands no task to a pool child. Here each transaction's reply is read once the next one is
   written, when it has long arrived. See :class:`QoS` for why that keeps kombu's guarantees.
 
-Both are rebuilt when the channel replaces its pool, as it does after a fork. Only plain
+Both are rebuilt when the channel replaces its pool, as it does after a fork. And one fix: a channel
+that Redis went away under closes without restoring its unacked messages once its transport was
+detached from its connection (:meth:`Channel.close`), where kombu raises an ``AttributeError`` that
+ends the worker. Only plain
 ``redis://`` brokers use this transport (:func:`broker_transport`). kombu treats ``rediss://`` and
 ``sentinel://`` URLs specially by their scheme name, so those keep kombu's transport unchanged.
 """
@@ -148,7 +151,8 @@ class QoS(redis.QoS):  # type: ignore[misc]
 
 
 class Channel(redis.Channel):  # type: ignore[misc]
-    """kombu's Redis channel, reusing one client for the operations that are not handed one."""
+    """kombu's Redis channel, reusing one client for the operations that are not handed one, and closing
+    safely after Redis crashed under it."""
 
     QoS = QoS
     _shared_client: Any = None
@@ -171,6 +175,15 @@ class Channel(redis.Channel):  # type: ignore[misc]
                 qos.confirm()  # before the pools close, with the bookkeeping's connection
             except Exception:  # noqa: BLE001 - closing goes on; kombu restores what it can
                 log.warning("could not confirm the unacked bookkeeping before closing the channel", exc_info=True)
+        if not self.closed and self.connection.client is None:
+            # Redis went away under a worker: its consumer's Connection.collect() tried to close this
+            # channel, failed on the dead connection before the channel counted as closed (an
+            # outstanding BRPOP, the broadcast queue's auto-delete), and detached the transport from
+            # its connection all the same. Restoring the unacked messages now would build a pool from
+            # connection parameters that are gone (kombu raises AttributeError, which the worker does
+            # not survive), and Redis is down anyway: they stay unacked, and Redis redelivers them
+            # after the visibility timeout if it kept them (their receipts are the truth either way).
+            self.do_restore = False
         super().close()
 
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection
+from kombu import Connection, Consumer, Exchange, Queue
 from kombu.transport import redis as kombu_redis
 
 from receipts.settings import Settings
+from tests.chaos.services import OwnRedis
 from tests.support import services
 from tests.support.stack import running_stack
 from workers.celery_app import make_celery
@@ -228,6 +229,34 @@ def test_a_client_handed_in_is_the_one_used(prefix: str) -> None:
         own = redis.Redis.from_url(services.REDIS_URL)
         with conn.default_channel.conn_or_acquire(own) as client:
             assert client is own
+
+
+def test_a_channel_closed_again_after_redis_crashed_under_it_does_not_raise(tmp_path: Path) -> None:
+    # What a worker's consumer does when Redis goes away: Connection.collect(), then close(). With a
+    # BRPOP outstanding and the broadcast (fanout, auto-delete) queue of a worker's control and
+    # gossip, both closes in collect() fail on the dead connection before the channel counts as
+    # closed, and collect() detaches the transport from its connection all the same. kombu's next
+    # close would then build a pool from connection parameters that are gone to restore the
+    # unacked messages, raising AttributeError: the worker exited "Unrecoverable error".
+    own = OwnRedis(tmp_path)
+    own.start()
+    try:
+        conn = Connection(own.url, transport=Transport)
+        channel = conn.default_channel
+        tasks = Queue("tasks", Exchange("tasks", "direct"), "tasks")
+        broadcast = Queue("w.pidbox", Exchange("pidbox", "fanout"), auto_delete=True)
+        delivered: list[Any] = []
+        Consumer(channel, [tasks, broadcast], callbacks=[lambda _body, message: delivered.append(message)]).consume()
+        conn.Producer().publish({"receipt": "rcpt_1"}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks])
+        conn.drain_events(timeout=5)
+        assert len(delivered) == 1  # delivered, not acked: a task still running
+        channel._brpop_start()  # the worker's event loop waits for the next message
+        own.crash()
+        conn.collect()
+        conn.close()  # raised AttributeError: 'NoneType' object has no attribute 'hostname'
+        assert channel.closed
+    finally:
+        own.close()
 
 
 def test_only_plain_redis_urls_use_it() -> None:
