@@ -46,6 +46,7 @@ class Faults:
         self.flaps: Counter[str] = Counter()
         self.last_fault_at = 0.0
         self._stopping = asyncio.Event()
+        self._restarting: dict[str, asyncio.Task[None]] = {}
 
     def stop(self) -> None:
         self._stopping.set()
@@ -62,7 +63,14 @@ class Faults:
         return round(self.rng.uniform(*self.down_s), 1)
 
     async def run(self) -> None:
-        """Fault after fault until :meth:`stop`; a fault under way is carried to its end (services back up)."""
+        """Fault after fault until :meth:`stop`; a fault under way is carried to its end (services back up,
+        killed processes started again)."""
+        try:
+            await self._faults()
+        finally:
+            await self.restarted()
+
+    async def _faults(self) -> None:
         order = list(KINDS)
         while True:
             for kind in order:
@@ -84,22 +92,44 @@ class Faults:
 
     # -- the faults ------------------------------------------------------------------------------
 
+    def _up(self) -> list[str]:
+        """The tools workers not being restarted."""
+        return [name for name in self.deployment.tool_workers if name not in self._restarting]
+
     async def kill_worker(self) -> None:
-        name = self.rng.choice(self.deployment.tool_workers)
-        await self._kill_and_restart(name)
+        up = self._up()
+        if not up:  # every one is coming back from a kill: kill a pool process instead when one is
+            await self.kill_pool_child()
+            return
+        await self._kill_and_restart(self.rng.choice(up))
 
     async def kill_dispatcher(self) -> None:
-        await self._kill_and_restart("webhooks")
+        if "webhooks" not in self._restarting:
+            await self._kill_and_restart("webhooks")
 
     async def _kill_and_restart(self, name: str) -> None:
+        """Kill now; start again in the background (a worker takes seconds to be ready): the faults go on."""
         self.deployment.kill(name)
         down = round(self.rng.uniform(0.2, 2.0), 1)
         self.say(f"fault: kill -9 {name} (with its pool), restart in {down:g} s")
-        await asyncio.sleep(down)
-        await asyncio.to_thread(self.deployment.start, name)
+        self._restarting[name] = asyncio.get_running_loop().create_task(self._restart(name, down))
+
+    async def _restart(self, name: str, after_s: float) -> None:
+        try:
+            await asyncio.sleep(after_s)
+            await asyncio.to_thread(self.deployment.start, name)
+        finally:
+            self._restarting.pop(name, None)
+
+    async def restarted(self) -> None:
+        """Wait for the restarts under way (a failed one raises)."""
+        await asyncio.gather(*list(self._restarting.values()))
 
     async def kill_pool_child(self) -> None:
-        name = self.rng.choice(self.deployment.tool_workers)
+        up = self._up()
+        if not up:
+            return
+        name = self.rng.choice(up)
         pid = self.deployment.kill_pool_child(name, self.rng)
         self.say(f"fault: kill -9 pool process {pid} of {name}")
 
