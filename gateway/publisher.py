@@ -181,15 +181,25 @@ class RedisPublisher:
                     for receipt in batch:  # one LPUSH per queue: its values are pushed in order
                         key, message = self.command(receipt)
                         lists.setdefault(key, []).append(message)
-                    async with self._redis.pipeline(transaction=False) as pipe:
-                        for key, messages in lists.items():
-                            pipe.lpush(key, *messages)
-                        await pipe.execute()
+                    try:
+                        await self._push(self._redis, lists)
+                    except (aioredis.ConnectionError, aioredis.TimeoutError):
+                        # A connection from before a Redis restart fails its first command, and
+                        # redis-py's pipeline does not try again: once more, on a new connection
+                        # (a message pushed twice is harmless: the second claim finds nothing).
+                        await self._push(self._redis, lists)
                 except Exception as exc:  # noqa: BLE001 - the rows are committed; the sweeper re-sends them
                     log.warning("could not publish %d accepted receipts (%s); the sweeper will send them",
                                 len(batch), exc)
         finally:
             self._flushing = None
+
+    @staticmethod
+    async def _push(client: aioredis.Redis, lists: dict[str, list[bytes]]) -> None:
+        async with client.pipeline(transaction=False) as pipe:
+            for key, messages in lists.items():
+                pipe.lpush(key, *messages)
+            await pipe.execute()
 
     def command(self, receipt: Receipt) -> tuple[str, bytes]:
         """The Redis list and the message ``send_task`` would push for ``receipt`` (kombu's envelope)."""
