@@ -18,10 +18,11 @@ in two places, and this transport changes only those two:
   hands no task to a pool child. Here each transaction's reply is read once the next one is
   written, when it has long arrived. See :class:`QoS` for why that keeps kombu's guarantees.
 
-Both are rebuilt when the channel replaces its pool, as it does after a fork. And one fix: a channel
-that Redis went away under closes without restoring its unacked messages once its transport was
-detached from its connection (:meth:`Channel.close`), where kombu raises an ``AttributeError`` that
-ends the worker. Only plain
+Both are rebuilt when the channel replaces its pool, as it does after a fork. And two fixes for
+a channel that Redis went away under, where kombu raises an ``AttributeError`` that ends the worker:
+once its transport is detached from its connection it closes without restoring its unacked messages
+(:meth:`Channel.close`), and an ack or any other command that comes to it afterwards is a connection
+error (:meth:`Channel.reachable_pool`), which kombu logs and goes on. Only plain
 ``redis://`` brokers use this transport (:func:`broker_transport`). kombu treats ``rediss://`` and
 ``sentinel://`` URLs specially by their scheme name, so those keep kombu's transport unchanged.
 """
@@ -116,7 +117,7 @@ class QoS(redis.QoS):  # type: ignore[misc]
                 self._unconfirmed.append(transaction)
             if not self._unconfirmed:
                 return  # nothing to read; and no connection to open, on a channel that may be closing
-            pool = self.channel.pool
+            pool = self.channel.reachable_pool()
             if self._pool is not pool:  # a new pool: after a fork, or after the channel dropped a broken one
                 # Checked out for good: the pool counts it in use, so closing the pool closes it too.
                 # What was written on the old pool's connection is written again on this one.
@@ -162,11 +163,27 @@ class Channel(redis.Channel):  # type: ignore[misc]
         if client:
             yield client
             return
-        pool = self.pool  # a new pool after the channel dropped its old one (a fork, a failed ping)
+        pool = self.reachable_pool()  # a new pool after the channel dropped its old one (a fork, a failed ping)
         shared = self._shared_client
         if shared is None or shared.connection_pool is not pool:
             shared = self._shared_client = self._create_client()
         yield shared
+
+    def reachable_pool(self) -> Any:
+        """The channel's pool (a new one if it dropped its last); a connection error once the channel is
+        cut off from its connection.
+
+        After Redis went away under a worker, Celery's consumer closes the channel and reconnects on a
+        new one, but a task delivered on this one may end later and ack here. kombu would build a pool
+        from the connection's parameters, which are gone (the transport was detached, or the channel
+        closed), and raise AttributeError, which ends the worker; a connection error is what kombu
+        logs for an ack that cannot be made ("Couldn't ack") before it goes on. The message stays
+        unacked, and Redis redelivers it after the visibility timeout if it kept it; the claim then
+        finds its receipt has moved on.
+        """
+        if self.connection is None or self.connection.client is None:
+            raise redis_errors.ConnectionError("this channel was closed with its broker connection")
+        return self.pool
 
     def close(self) -> None:
         qos = self._qos

@@ -231,30 +231,56 @@ def test_a_client_handed_in_is_the_one_used(prefix: str) -> None:
             assert client is own
 
 
+def consuming_like_a_worker(conn: Connection) -> tuple[Any, list[Any]]:
+    """A worker's consumer on ``conn``: the tasks queue and a broadcast (fanout, auto-delete) queue, one
+    task delivered and not acked (still running), and a BRPOP outstanding for the next one."""
+    channel = conn.default_channel
+    tasks = Queue("tasks", Exchange("tasks", "direct"), "tasks")
+    broadcast = Queue("w.pidbox", Exchange("pidbox", "fanout"), auto_delete=True)
+    delivered: list[Any] = []
+    Consumer(channel, [tasks, broadcast], callbacks=[lambda _body, message: delivered.append(message)]).consume()
+    conn.Producer().publish({"receipt": "rcpt_1"}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks])
+    conn.drain_events(timeout=5)
+    assert len(delivered) == 1
+    channel._brpop_start()  # the worker's event loop waits for the next message
+    return channel, delivered
+
+
 def test_a_channel_closed_again_after_redis_crashed_under_it_does_not_raise(tmp_path: Path) -> None:
     # What a worker's consumer does when Redis goes away: Connection.collect(), then close(). With a
-    # BRPOP outstanding and the broadcast (fanout, auto-delete) queue of a worker's control and
-    # gossip, both closes in collect() fail on the dead connection before the channel counts as
-    # closed, and collect() detaches the transport from its connection all the same. kombu's next
-    # close would then build a pool from connection parameters that are gone to restore the
-    # unacked messages, raising AttributeError: the worker exited "Unrecoverable error".
+    # BRPOP outstanding and the broadcast queue of a worker's control and gossip, both closes in
+    # collect() fail on the dead connection before the channel counts as closed, and collect()
+    # detaches the transport from its connection all the same. kombu's next close would then build
+    # a pool from connection parameters that are gone to restore the unacked messages, raising
+    # AttributeError: the worker exited "Unrecoverable error".
     own = OwnRedis(tmp_path)
     own.start()
     try:
         conn = Connection(own.url, transport=Transport)
-        channel = conn.default_channel
-        tasks = Queue("tasks", Exchange("tasks", "direct"), "tasks")
-        broadcast = Queue("w.pidbox", Exchange("pidbox", "fanout"), auto_delete=True)
-        delivered: list[Any] = []
-        Consumer(channel, [tasks, broadcast], callbacks=[lambda _body, message: delivered.append(message)]).consume()
-        conn.Producer().publish({"receipt": "rcpt_1"}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks])
-        conn.drain_events(timeout=5)
-        assert len(delivered) == 1  # delivered, not acked: a task still running
-        channel._brpop_start()  # the worker's event loop waits for the next message
+        channel, _ = consuming_like_a_worker(conn)
         own.crash()
         conn.collect()
         conn.close()  # raised AttributeError: 'NoneType' object has no attribute 'hostname'
         assert channel.closed
+    finally:
+        own.close()
+
+
+def test_a_late_ack_on_a_channel_closed_with_its_connection_is_a_connection_error(tmp_path: Path) -> None:
+    # A task delivered before Redis crashed ends after the consumer reconnected on a new channel;
+    # its ack goes to the old channel, closed with its connection. kombu logs a connection error
+    # there ("Couldn't ack") and goes on; anything else ends the worker (Unrecoverable error).
+    own = OwnRedis(tmp_path)
+    own.start()
+    try:
+        conn = Connection(own.url, transport=Transport)
+        _, delivered = consuming_like_a_worker(conn)
+        own.crash()
+        conn.collect()
+        conn.close()
+        own.start()
+        with pytest.raises(redis.ConnectionError):
+            delivered[0].ack()  # raised AttributeError: 'NoneType' object has no attribute 'client'
     finally:
         own.close()
 
