@@ -43,6 +43,7 @@ class Receipt:
     key: str | None
     status: str
     code: str | None
+    message: str | None
     lateness_s: float  # finished (or now, if open) minus the deadline; > 0 is late
 
 
@@ -50,10 +51,10 @@ def receipts(conninfo: str, tool: str) -> dict[str, Receipt]:
     """Every receipt of ``tool`` in the database, with how late it ended (by the database's clock)."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT id, idempotency_key, status, error->>'code', "
+            "SELECT id, idempotency_key, status, error->>'code', error->>'message', "
             "extract(epoch FROM coalesce(finished_at, now()) - deadline_at)::float8 "
             "FROM receipts WHERE tool = %s", (tool,)).fetchall()
-    return {row[0]: Receipt(row[0], row[1], row[2], row[3], row[4]) for row in rows}
+    return {row[0]: Receipt(*row) for row in rows}
 
 
 def webhook_messages(conninfo: str, endpoint_id: str) -> list[tuple[str, str, str, str, int]]:
@@ -104,7 +105,11 @@ def write_figures(accepted: dict[str, str], stored: dict[str, Receipt], ran: lis
                len({r.key for r in stored.values()} - set(accepted))),
         Figure("writes", "writes run (effect lines)", len(ran)),
     ]
-    details = {"ends": dict(sorted(ends.items())),
+    why: dict[str, str] = {}
+    for r in ended:
+        if r.code and r.code not in why:
+            why[r.code] = f"{r.id}: {r.message}"
+    details = {"ends": dict(sorted(ends.items())), "an_error_of_each_code": why,
                "max_lateness_s": round(max((r.lateness_s for r in stored.values()), default=0.0), 2),
                "late": [(r.id, r.status, r.code, round(r.lateness_s, 2)) for r in late[:10]],
                "contradicted": [(r.id, r.status, r.code, by_receipt[r.id]) for r in contradicted[:10]],

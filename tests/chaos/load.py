@@ -79,6 +79,7 @@ class Load:
         self.gave_up = 0  # calls never accepted within SUBMIT_BUDGET_S
         self.skipped = 0  # ticks dropped because max_inflight calls were still in flight
         self.replays_after_503 = 0
+        self.failures: list[str] = []  # calls the client itself failed on (a bug of the script's, not toolrelay's)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
@@ -120,7 +121,12 @@ class Load:
     def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.failures.append(repr(task.exception())[:300])
 
     async def drain(self) -> None:
         while self._tasks:
@@ -189,7 +195,7 @@ class Load:
             async with self.session.request(method, f"{self.base_url}{path}", headers=headers, **kwargs) as response:
                 text = await response.text()
                 status, answer_headers = response.status, dict(response.headers)
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             self.answers.no_answer += 1
             self.answers.sample(f"{method} {path}: no answer: {type(exc).__name__}: {exc}")
             return None

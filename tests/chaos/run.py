@@ -295,6 +295,8 @@ def _report(options: Options, postgres: OwnPostgres, deployment: Deployment, rec
         figures.Figure("bad_503", "503s without problem+json or Retry-After", answers.bad_503, True),
         figures.Figure("unexpected", "other unexpected answers", answers.unexpected, True),
         figures.Figure("no_answer", "requests with no answer (timeout, connection)", answers.no_answer, True),
+        figures.Figure("client_failures", "calls the load client failed on (the script's own errors)",
+                       len(load.failures), True),
         figures.Figure("replays_after_503", "accepted on a retry after a 503 or no answer (replayed)",
                        load.replays_after_503),
     ]
@@ -310,7 +312,8 @@ def _report(options: Options, postgres: OwnPostgres, deployment: Deployment, rec
         "must_be_zero": sorted(f.key for f in everything if f.must_be_zero),
         "failed": sorted(f.key for f in everything if f.failed),
         "calls": call_details, "webhooks": {**hook_details, "receiver": summary(receiver.seen)},
-        "answers": {str(k): v for k, v in sorted(answers.by_status.items())}, "samples": answers.samples,
+        "answers": {str(k): v for k, v in sorted(answers.by_status.items())},
+        "samples": answers.samples + load.failures[:5],
         "faults": dict(faults.done), "receiver_modes": dict(faults.flaps), "kills": deployment.kills,
         "exited": deployment.exited, "probes": probes.__dict__, "settled_s": round(settled, 1),
         "load": {"sent": load.sent, "gave_up": load.gave_up, "skipped": load.skipped},
