@@ -39,6 +39,11 @@ class TaskSender(Protocol):
     def send_task(self, name: str, args: Any = ..., **options: Any) -> Any: ...
 
 
+def hard_time_limit(timeout_s: float, grace_s: float) -> float:
+    """The Celery hard time limit of an attempt: its timeout plus half the lease grace (see :func:`execute_call`)."""
+    return timeout_s + grace_s / 2
+
+
 def execute_call(receipt: Receipt, *, grace_s: float) -> tuple[list[Any], dict[str, Any]]:
     """The execute task's arguments and options for ``receipt``.
 
@@ -48,7 +53,7 @@ def execute_call(receipt: Receipt, *, grace_s: float) -> tuple[list[Any], dict[s
     sweeper settles it at the lease only if that record was lost.
     """
     return [receipt.id, receipt.timeout_s + grace_s], {"queue": receipt.queue,
-                                                       "time_limit": receipt.timeout_s + grace_s / 2}
+                                                       "time_limit": hard_time_limit(receipt.timeout_s, grace_s)}
 
 
 def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None,

@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from celery import Celery, signals
+from celery import Celery, Task, signals
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry
 
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
+from receipts.errors import Unavailable
 from receipts.messages import EXECUTE_TASK, RUN_TASK, RUNS_QUEUE, SWEEP_TASK, transport_options
 from receipts.settings import Settings
 from receipts.telemetry.calls import CallMetrics, CallObserver
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("toolrelay.workers")
 
 KindsFactory = Callable[["WorkerServices"], Mapping[str, KindRunner]]
+EXECUTE_RETRY_S = 1.0  # an execute task the database did not answer is sent again this much later,
+EXECUTE_RETRIES = 30  # this many times in a row at most (then the sweeper re-sends it once the database is back)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -140,9 +143,15 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
     # The custom request records an attempt killed by the hard time limit (workers.hard_limit).
     request = execute_request(HardLimitRecorder(lambda: services.db, app))
 
-    @app.task(name=EXECUTE_TASK, ignore_result=True, Request=request)
-    def execute(receipt_id: str, lease_s: float | None = None) -> None:
-        services.executor.execute(receipt_id, lease_s)
+    @app.task(name=EXECUTE_TASK, ignore_result=True, Request=request, bind=True, max_retries=EXECUTE_RETRIES)
+    def execute(task: Task, receipt_id: str, lease_s: float | None = None) -> None:
+        try:
+            services.executor.execute(receipt_id, lease_s)
+        except Unavailable as exc:
+            # The database did not answer in time. The row is the truth: the same message a second later
+            # claims the call (it stayed pending) or finds it moved on (its end is left to the lease),
+            # and the sweeper re-sends it anyway if this one is lost.
+            raise task.retry(countdown=EXECUTE_RETRY_S, exc=exc) from exc
 
     # One model call per task (workers/runs.py): the hard limit is that call's, plus the time to store it.
     @app.task(name=RUN_TASK, ignore_result=True, queue=RUNS_QUEUE,

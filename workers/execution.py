@@ -26,7 +26,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -36,7 +36,8 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agents.batches import completion
 from receipts import states
-from receipts.db import Database
+from receipts.db import Database, Op
+from receipts.errors import Unavailable
 from receipts.messages import MAX_COUNTDOWN_S, TaskSender, publish_execute, publish_run
 from receipts.records import Receipt
 from receipts.secret_arguments import reveal, scrub
@@ -46,6 +47,7 @@ from receipts.store import calls
 from receipts.store.calls import Lease, Result, error
 from receipts.telemetry import logfields, tracing
 from workers.backoff import Backoff
+from workers.budget import Budget
 from workers.context import ToolContext
 from workers.errors import PartialSuccess, ToolError, ToolFailure
 from workers.metrics import WorkerMetrics
@@ -55,20 +57,23 @@ from workers.runner import Invocation, Runner
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("toolrelay.workers")
 
+RECORD_RETRY_S = 0.2  # pause between tries to record an attempt's end while the database is unavailable
+
 
 def worker_actor(pid: int | None = None) -> str:
     """Who claimed an attempt, as the timeline records it: this host and the process (``pid``, default this one)."""
     return f"worker:{socket.gethostname()}:{os.getpid() if pid is None else pid}"
 
 
-def complete_batch(db: Database, sender: TaskSender, recorded: Receipt | None) -> None:
+def complete_batch(db: Database, sender: TaskSender, recorded: Receipt | None, *,
+                   wait_s: float | None = None) -> None:
     """If ``recorded`` was the last call of its batch to end, complete the batch and resume the run waiting
-    for it (the sweeper does both, should this fail)."""
+    for it (the sweeper does both, should this fail, or the database not answer within ``wait_s``)."""
     op = completion(recorded)
     if op is None:
         return
     try:
-        run = db.run(op)
+        run = db.run(op, wait_s=wait_s)
         if run is not None:
             publish_run(sender, run.id)
     except Exception:  # noqa: BLE001 - the call's end is committed; the sweeper completes the batch
@@ -155,15 +160,24 @@ class Executor:
         The attempt's time limit is the tool's timeout or the time the call has left, whichever is
         shorter; the time left comes with the claim (the database's clock), and this process measures
         what it spends with its monotonic clock, so a host whose clock is wrong times attempts right.
+        The tool's timeout counts from when this began, and waits for the database are bounded, so
+        the task returns before its hard time limit (:mod:`workers.budget`).
+
+        Raises:
+            Unavailable: the database did not answer in time, to claim the call (it stays pending) or
+                to record how the attempt ended (the lease settles it).
         """
+        began = time.monotonic()
         if lease_s is None:
             current = self.db.run(calls.load(receipt_id))
             if current is None:
                 log.warning("execute: no receipt %s; message dropped", receipt_id)
                 return None
             lease_s = current.timeout_s + self.lease_grace_s
+        # The message's lease is the tool's timeout plus the grace (receipts.messages.execute_call).
+        budget = Budget(max(lease_s - self.lease_grace_s, 0.0), self.lease_grace_s, began)
         claiming = time.time_ns()  # the span starts with the claim, which says which trace it belongs to
-        lease = self.db.run(calls.claim(receipt_id, lease_s=lease_s, actor=self.actor))
+        lease = self.db.run(calls.claim(receipt_id, lease_s=lease_s, actor=self.actor), wait_s=budget.claim_wait_s)
         if lease is None:
             log.debug("execute: %s not claimable (duplicate or early message); dropped", receipt_id)
             return None
@@ -176,17 +190,17 @@ class Executor:
                                           record_exception=False) as span, \
                 logfields.bound(receipt_id=receipt.id, trace_id=receipt.trace_id, tenant=receipt.tenant_id,
                                 tool=receipt.tool):
-            recorded = self._attempt(lease)
+            recorded = self._attempt(lease, budget)
             if recorded is not None:
                 span.set_attribute("toolrelay.status", recorded.status)
                 if recorded.status == states.FAILED and recorded.error:
                     span.set_status(StatusCode.ERROR, f"{recorded.error.get('code')}: {recorded.error.get('message')}")
         return recorded
 
-    def _attempt(self, lease: Lease) -> Receipt | None:
+    def _attempt(self, lease: Lease, budget: Budget) -> Receipt | None:
         """Run the claimed attempt and record how it ended (fenced); the receipt as recorded."""
         receipt, started = lease.receipt, time.monotonic()
-        timeout = min(receipt.timeout_s, lease.time_left_s)
+        timeout = min(receipt.timeout_s, lease.time_left_s, budget.attempt_s())
         context = ToolContext(receipt_id=receipt.id, tenant_id=receipt.tenant_id, trace_id=receipt.trace_id,
                               attempt=receipt.attempt, deadline_at=receipt.deadline_at, timeout_s=timeout)
         secrets: list[Any] = []
@@ -203,12 +217,34 @@ class Executor:
                              error=scrub(failure_error(exc), secrets))
         except Exception as exc:  # noqa: BLE001 - every failure of a tool is recorded, none escapes
             self._ran(receipt, started)
-            return self._failed(lease, started, exc, secrets)
+            return self._failed(lease, budget, started, exc, secrets)
         self._ran(receipt, started)
-        recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, outcome, actor=self.actor))
+        recorded = self._record(receipt, budget, lambda: calls.finish(receipt.id, receipt.attempt, outcome,
+                                                                      actor=self.actor))
         self._log_fenced(receipt, recorded)
-        self._complete_batch(recorded)
+        self._complete_batch(recorded, budget)
         return recorded
+
+    def _record(self, receipt: Receipt, budget: Budget, write: Callable[[], Op[Receipt | None]]) -> Receipt | None:
+        """Run ``write()`` (a fenced end of the attempt), again while the database is unavailable, until the
+        budget's time to record is up.
+
+        A write that failed may have committed (its answer lost with the connection): written again,
+        it is fenced out (None), as if the receipt had moved on.
+
+        Raises:
+            Unavailable: the database still does not answer; the lease settles the call.
+        """
+        while True:
+            try:
+                return self.db.run(write(), wait_s=budget.record_s())
+            except Unavailable as exc:
+                if budget.record_s() <= RECORD_RETRY_S:
+                    log.warning("receipt %s attempt %d: its end could not be recorded before the hard time limit "
+                                "(%s); the sweeper settles it when its lease runs out", receipt.id, receipt.attempt,
+                                exc.message)
+                    raise
+                time.sleep(RECORD_RETRY_S)
 
     def _secrets(self, lease: Lease) -> list[Any]:
         """The call's secret arguments, ``[path, value]`` pairs (none for most calls).
@@ -230,15 +266,16 @@ class Executor:
         if self.metrics is not None:
             self.metrics.run_time.labels(receipt.tool).observe(time.monotonic() - started)
 
-    def _failed(self, lease: Lease, started: float, exc: BaseException, secrets: list[Any]) -> Receipt | None:
+    def _failed(self, lease: Lease, budget: Budget, started: float, exc: BaseException,
+                secrets: list[Any]) -> Receipt | None:
         receipt = lease.receipt
         err = scrub(failure_error(exc), secrets)
         delay = self.backoff.delay(receipt.attempt, err["retry_after_ms"])
         time_left = lease.time_left_s - (time.monotonic() - started)
         if err["retryable"] and receipt.retry_safe and receipt.attempt < receipt.max_attempts and delay < time_left:
             publish_now = delay <= MAX_COUNTDOWN_S
-            recorded = self.db.run(calls.retry_later(receipt.id, receipt.attempt, err, delay_s=delay,
-                                                     published=publish_now, actor=self.actor))
+            recorded = self._record(receipt, budget, lambda: calls.retry_later(
+                receipt.id, receipt.attempt, err, delay_s=delay, published=publish_now, actor=self.actor))
             if recorded is not None and publish_now:
                 publish_execute(self.sender, recorded, grace_s=self.lease_grace_s, countdown=delay)
             log.info("receipt %s %s attempt %d failed (%s: %s); retry in %.1f s", receipt.id, receipt.tool,
@@ -247,14 +284,14 @@ class Executor:
         else:
             if err["retryable"] and not receipt.retry_safe:
                 err = {**err, "details": {**err["details"], "not_retried": "the tool is a non-idempotent write"}}
-            recorded = self.db.run(calls.finish(receipt.id, receipt.attempt, Result(states.FAILED, error=err),
-                                                actor=self.actor))
+            recorded = self._record(receipt, budget, lambda: calls.finish(
+                receipt.id, receipt.attempt, Result(states.FAILED, error=err), actor=self.actor))
         self._log_fenced(receipt, recorded)
-        self._complete_batch(recorded)
+        self._complete_batch(recorded, budget)
         return recorded
 
-    def _complete_batch(self, recorded: Receipt | None) -> None:
-        complete_batch(self.db, self.sender, recorded)
+    def _complete_batch(self, recorded: Receipt | None, budget: Budget) -> None:
+        complete_batch(self.db, self.sender, recorded, wait_s=budget.record_s())
 
     def _log_fenced(self, receipt: Receipt, recorded: Receipt | None) -> None:
         if recorded is None:

@@ -215,10 +215,15 @@ class Database:
 
     # -- the blocking driver --------------------------------------------------------------------
 
-    def run(self, op: Op[T]) -> T:
-        """Run ``op`` to its end on a pooled connection (in one transaction if it is atomic)."""
+    def run(self, op: Op[T], *, wait_s: float | None = None) -> T:
+        """Run ``op`` to its end on a pooled connection (in one transaction if it is atomic).
+
+        ``wait_s`` bounds the wait for a connection (by default :data:`POOL_TIMEOUT_S`): a caller with a
+        deadline of its own (a worker before its hard time limit) gets Unavailable in time instead.
+        """
         announced: list[Announce] = []
-        with _unavailable_on_connection_errors(op), self._sync_pool().connection() as conn:
+        wait = POOL_TIMEOUT_S if wait_s is None else max(min(wait_s, POOL_TIMEOUT_S), 0.01)
+        with _unavailable_on_connection_errors(op), self._sync_pool(wait).connection(timeout=wait) as conn:
             if op.atomic:
                 with conn.transaction():
                     value = self._drive(op, conn.statement_cursor, announced)
@@ -250,7 +255,7 @@ class Database:
                 continue
             result = _result(cursor, step)
 
-    def _sync_pool(self) -> ConnectionPool[StatementConnection]:
+    def _sync_pool(self, wait_s: float = POOL_TIMEOUT_S) -> ConnectionPool[StatementConnection]:
         pool = self._pool
         if pool is not None:
             return pool
@@ -263,7 +268,7 @@ class Database:
                 # Until its first connection is up, an operation would wait for it and make the pool grow:
                 # a prefork child, which runs one operation at a time, would hold two connections. On a
                 # timeout wait() closes the pool, and the next operation tries with a new one.
-                pool.wait(POOL_TIMEOUT_S)
+                pool.wait(wait_s)
                 self._pool = pool
             return self._pool
 

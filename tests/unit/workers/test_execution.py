@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -11,13 +12,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import psycopg
 import pytest
 
 from receipts.db import Database
+from receipts.errors import Unavailable
+from receipts.messages import hard_time_limit
 from receipts.records import Receipt
 from receipts.store import calls
 from receipts.store.calls import NewCall
-from tests.support import sql
+from tests.support import services, sql
 from tests.support.factories import TENANT, RecordingSender
 from workers.backoff import Backoff
 from workers.context import ToolContext
@@ -27,6 +31,7 @@ from workers.registry import MARK, Registry, tool
 from workers.runner import Runner
 
 RELEASE = threading.Event()  # lets blocked sync tools end when a test is over
+DURING: list[Any] = []  # what write_during_outage does to the database while it runs (set by a test)
 STARTED = threading.Event()
 CALLS: list[str] = []
 
@@ -119,7 +124,17 @@ def send_batch(recipients: list[str]) -> None:
     raise PartialSuccess("1 of 3 bounced", output={"sent": recipients[:-1]}, details={"bounced": recipients[-1]})
 
 
-TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release, returns, send_batch]
+@tool(effect="write", idempotent=False, timeout_s=2)
+def write_during_outage() -> dict[str, str]:
+    """A write that succeeds while the database goes away under the worker."""
+    CALLS.append("write")
+    for action in DURING:
+        action()
+    return {"written": "yes"}
+
+
+TOOLS = [greet, add, refuse, unstable, charge, explode, block, async_block, wait_for_release, returns, send_batch,
+         write_during_outage]
 
 
 @pytest.fixture(autouse=True)
@@ -127,6 +142,7 @@ def _reset() -> Iterator[None]:
     RELEASE.clear()
     STARTED.clear()
     CALLS.clear()
+    DURING.clear()
     yield
     RELEASE.set()  # abandoned sync threads finish, so the test process can exit
 
@@ -464,3 +480,76 @@ def test_when_hung_sync_tools_hold_every_thread_a_call_fails_at_once_saying_why(
     assert second.error["message"].startswith("not started: every thread for sync tools (1) is held, 1 of them by "
                                               "sync tools still running after their timeout")
     assert CALLS == []  # greet never ran
+
+
+# -- the database going away under an attempt --------------------------------------------------
+
+
+def take_down(db: Database) -> None:
+    """No new connection to ``db``'s database is accepted and its sessions end, as in a restart."""
+    name = db.url.rsplit("/", 1)[1]
+    with psycopg.connect(services.PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = %s", [name])
+
+
+def bring_back(db: Database) -> None:
+    name = db.url.rsplit("/", 1)[1]
+    with psycopg.connect(services.PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+
+@contextlib.contextmanager
+def timed() -> Iterator[list[float]]:
+    took: list[float] = []
+    began = time.monotonic()
+    try:
+        yield took
+    finally:
+        took.append(time.monotonic() - began)
+
+
+def test_a_result_the_database_cannot_take_is_given_up_before_the_hard_time_limit(db: Database,
+                                                                                  executor: Executor) -> None:
+    # Celery kills the pool process at the hard time limit and its main process then records the
+    # attempt failed/timeout: for a write that ran and only waited for the database to record it,
+    # that would be false. The worker gives up in time instead and the lease settles the call
+    # (outcome_unknown: the write may have happened, and it is not run again).
+    receipt = submit(db, write_during_outage)
+    DURING.append(lambda: take_down(db))
+    try:
+        with timed() as took, pytest.raises(Unavailable):
+            executor.execute(receipt.id, lease_s=2 + 1.0)
+    finally:
+        bring_back(db)
+    assert CALLS == ["write"]
+    assert took[0] < hard_time_limit(2, 1.0), took  # it waited 10 s for a connection, past the limit
+    current = get(db, receipt.id)
+    assert (current.status, current.attempt) == ("running", 1)  # nothing false recorded: the lease decides
+
+
+def test_a_result_is_recorded_when_the_database_is_back_before_the_hard_time_limit(db: Database,
+                                                                                   executor: Executor) -> None:
+    receipt = submit(db, write_during_outage)
+    DURING.append(lambda: take_down(db))
+    DURING.append(lambda: threading.Timer(0.5, bring_back, [db]).start())
+    try:
+        done = executor.execute(receipt.id, lease_s=2 + 1.0)
+    finally:
+        bring_back(db)
+    assert done is not None and (done.status, done.output) == ("success", {"written": "yes"})
+
+
+def test_a_claim_waits_for_the_database_at_most_half_the_tools_timeout(db: Database, executor: Executor) -> None:
+    # The attempt's timeout counts from when the worker took the message, as the hard time limit
+    # does: a claim that waited longer would leave the tool too little of it.
+    receipt = submit(db, write_during_outage)
+    take_down(db)
+    try:
+        with timed() as took, pytest.raises(Unavailable):
+            executor.execute(receipt.id, lease_s=2 + 1.0)
+    finally:
+        bring_back(db)
+    assert CALLS == []
+    assert took[0] < 2 / 2 + 0.5, took
+    assert get(db, receipt.id).status == "pending"
