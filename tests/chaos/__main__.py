@@ -36,6 +36,8 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
     parser.add_argument("--fault-every", type=float, default=defaults.fault_every_s, help="seconds between faults")
     parser.add_argument("--down", type=_pair, default=defaults.down_s, metavar="MIN,MAX",
                         help="how long Redis and PostgreSQL stay down in an outage (seconds)")
+    parser.add_argument("--long-down", type=float, default=defaults.long_down_s,
+                        help="seconds PostgreSQL stays down in its long outage (past a request's 10 s wait)")
     parser.add_argument("--deadlines", default=",".join(f"{d:g}" for d in defaults.deadlines_s),
                         help="the calls' timeout_s, picked at random")
     parser.add_argument("--work", type=_pair, default=defaults.work_s, metavar="MIN,MAX",
@@ -60,7 +62,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, argparse.Namespace]:
         settings[name.strip().lower().removeprefix("toolrelay_")] = value
     options = Options(duration_s=args.duration, rate=args.rate, tool_workers=args.workers,
                       concurrency=args.concurrency, gateway_workers=args.gateway_workers,
-                      fault_every_s=args.fault_every, down_s=args.down,
+                      fault_every_s=args.fault_every, down_s=args.down, long_down_s=args.long_down,
                       deadlines_s=tuple(float(d) for d in args.deadlines.split(",")), work_s=args.work,
                       poll_share=args.poll_share, settle_s=args.settle, slack_s=args.slack, probes=args.probes,
                       seed=args.seed, settings=settings, keep_logs=args.keep_logs)
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(report.figures))
     print()
-    for name in ("calls", "faults", "receiver_modes", "kills", "answers", "probes"):
+    for name in ("calls", "faults", "receiver_modes", "kills", "postgres", "answers", "probes"):
         print(f"{name}: {json.dumps(document[name], default=str)}")
     if document["samples"]:
         print("samples of unexpected answers:")

@@ -8,7 +8,9 @@ a short run has them all):
 - ``pg_restart``: ``pg_ctl restart -m immediate`` (every connection dropped mid-flight, WAL replayed);
 - ``kill_pool_child``: SIGKILL one pool process of a tools worker (its main process replaces it);
 - ``pg_outage``: ``pg_ctl stop -m immediate``, PostgreSQL down for a while, then started again;
-- ``kill_dispatcher``: SIGKILL the webhooks worker (the dispatcher) and start it again.
+- ``kill_dispatcher``: SIGKILL the webhooks worker (the dispatcher) and start it again;
+- ``pg_long_outage``: PostgreSQL down longer than a request waits for a connection (10 s), so that
+  the requests that need it are answered 503 (``long_down_s``).
 
 Blocking steps (``pg_ctl``, waiting for a worker to be ready) run on threads, so the load keeps going.
 """
@@ -25,7 +27,8 @@ from tests.chaos.deployment import Deployment
 from tests.chaos.receiver import FlappingReceiver
 from tests.chaos.services import OwnPostgres, OwnRedis
 
-KINDS = ("kill_worker", "redis_crash", "pg_restart", "kill_pool_child", "pg_outage", "kill_dispatcher")
+KINDS = ("kill_worker", "redis_crash", "pg_restart", "kill_pool_child", "pg_outage", "kill_dispatcher",
+         "pg_long_outage")
 RECEIVER_MODES = {"ok": 4, "mixed": 2, "error": 1, "hang": 1, "reset": 1}  # weights of the receiver's phases
 
 
@@ -33,18 +36,21 @@ class Faults:
     """Injects faults every ``every_s`` (jittered) until stopped; ``done`` counts them by kind."""
 
     def __init__(self, deployment: Deployment, postgres: OwnPostgres, redis: OwnRedis, receiver: FlappingReceiver,
-                 *, every_s: float, down_s: tuple[float, float], seed: int, say: Callable[[str], None]) -> None:
+                 *, every_s: float, down_s: tuple[float, float], long_down_s: float, seed: int,
+                 say: Callable[[str], None]) -> None:
         self.deployment = deployment
         self.postgres = postgres
         self.redis = redis
         self.receiver = receiver
         self.every_s = every_s
         self.down_s = down_s
+        self.long_down_s = long_down_s
         self.rng = random.Random(seed)
         self.say = say
         self.done: Counter[str] = Counter()
         self.flaps: Counter[str] = Counter()
         self.last_fault_at = 0.0
+        self.pg_down: list[tuple[float, float]] = []  # (from, to), Unix time: while nothing could be recorded
         self._stopping = asyncio.Event()
         self._restarting: dict[str, asyncio.Task[None]] = {}
 
@@ -141,13 +147,19 @@ class Faults:
         await asyncio.to_thread(self.redis.start)
 
     async def pg_restart(self) -> None:
-        began = time.monotonic()
+        began = time.time()
         await asyncio.to_thread(self.postgres.crash_restart)
-        self.say(f"fault: pg_ctl restart -m immediate ({time.monotonic() - began:.1f} s)")
+        self.pg_down.append((began, time.time()))
+        self.say(f"fault: pg_ctl restart -m immediate ({time.time() - began:.1f} s)")
 
-    async def pg_outage(self) -> None:
-        down = self._down()
+    async def pg_long_outage(self) -> None:
+        await self.pg_outage(self.long_down_s)
+
+    async def pg_outage(self, down: float | None = None) -> None:
+        down = self._down() if down is None else down
+        began = time.time()
         await asyncio.to_thread(self.postgres.stop_immediate)
         self.say(f"fault: pg_ctl stop -m immediate, down {down:g} s")
         await asyncio.sleep(down)
         await asyncio.to_thread(self.postgres.start_again)
+        self.pg_down.append((began, time.time()))

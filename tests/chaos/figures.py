@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,15 +45,22 @@ class Receipt:
     status: str
     code: str | None
     message: str | None
-    lateness_s: float  # finished (or now, if open) minus the deadline; > 0 is late
+    deadline: float  # Unix time, by the database's clock (the same host's as the run's)
+    ended: float  # when it finished, or now if it is open
+
+    def lateness_s(self, down: Sequence[tuple[float, float]] = ()) -> float:
+        """How long after its deadline it ended (> 0: late), not counting the time PostgreSQL was down
+        (``down``: from, to), when nothing could end it."""
+        lost = sum(max(0.0, min(to, self.ended) - max(since, self.deadline)) for since, to in down)
+        return self.ended - self.deadline - lost
 
 
 def receipts(conninfo: str, tool: str) -> dict[str, Receipt]:
-    """Every receipt of ``tool`` in the database, with how late it ended (by the database's clock)."""
+    """Every receipt of ``tool`` in the database, with its deadline and end (by the database's clock)."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT id, idempotency_key, status, error->>'code', error->>'message', "
-            "extract(epoch FROM coalesce(finished_at, now()) - deadline_at)::float8 "
+            "extract(epoch FROM deadline_at)::float8, extract(epoch FROM coalesce(finished_at, now()))::float8 "
             "FROM receipts WHERE tool = %s", (tool,)).fetchall()
     return {row[0]: Receipt(*row) for row in rows}
 
@@ -72,7 +80,7 @@ def effects(path: Path) -> list[dict[str, Any]]:
 
 
 def write_figures(accepted: dict[str, str], stored: dict[str, Receipt], ran: list[dict[str, Any]], *,
-                  slack_s: float) -> tuple[list[Figure], dict[str, Any]]:
+                  slack_s: float, pg_down: list[tuple[float, float]]) -> tuple[list[Figure], dict[str, Any]]:
     """The call figures: accepted (key -> receipt id) against what is stored and what ran."""
     by_receipt: Counter[str] = Counter(line["receipt"] for line in ran)
     by_key: dict[str, set[str]] = defaultdict(set)
@@ -82,7 +90,7 @@ def write_figures(accepted: dict[str, str], stored: dict[str, Receipt], ran: lis
         runs_of_key[line["key"]] += 1
     mine = [stored[rid] for rid in accepted.values() if rid in stored]
     ended = [r for r in mine if r.status in TERMINAL]
-    late = [r for r in stored.values() if r.lateness_s > slack_s]
+    late = [r for r in stored.values() if r.lateness_s(pg_down) > slack_s]
     ends: Counter[str] = Counter(f"{r.status}/{r.code}" if r.code else r.status for r in ended)
     # What the receipt says against what the effects file says: a success that never ran, or an end
     # that says the write did not happen (anything but success and outcome_unknown) when it did.
@@ -95,7 +103,8 @@ def write_figures(accepted: dict[str, str], stored: dict[str, Receipt], ran: lis
         Figure("lost", "accepted but not in the database", len(accepted) - len(mine), True),
         Figure("ended", "ended (terminal, among accepted)", len(ended)),
         Figure("not_ended", "accepted, not ended", len(mine) - len(ended), True),
-        Figure("stuck_past_deadline", f"stuck past deadline (> {slack_s:g} s late)", len(late), True),
+        Figure("stuck_past_deadline", f"stuck past deadline (> {slack_s:g} s, PostgreSQL's downtime aside)",
+               len(late), True),
         Figure("writes_run_twice", "writes run twice (keys or receipts run more than once)",
                sum(1 for n in runs_of_key.values() if n > 1) + sum(1 for n in by_receipt.values() if n > 1), True),
         Figure("duplicate_receipts", "idempotency keys with more than one receipt",
@@ -110,8 +119,9 @@ def write_figures(accepted: dict[str, str], stored: dict[str, Receipt], ran: lis
         if r.code and r.code not in why:
             why[r.code] = f"{r.id}: {r.message}"
     details = {"ends": dict(sorted(ends.items())), "an_error_of_each_code": why,
-               "max_lateness_s": round(max((r.lateness_s for r in stored.values()), default=0.0), 2),
-               "late": [(r.id, r.status, r.code, round(r.lateness_s, 2)) for r in late[:10]],
+               "max_lateness_s": round(max((r.lateness_s(pg_down) for r in stored.values()), default=0.0), 2),
+               "max_lateness_with_downtime_s": round(max((r.lateness_s() for r in stored.values()), default=0.0), 2),
+               "late": [(r.id, r.status, r.code, round(r.lateness_s(pg_down), 2)) for r in late[:10]],
                "contradicted": [(r.id, r.status, r.code, by_receipt[r.id]) for r in contradicted[:10]],
                "not_ended": [(r.id, r.status) for r in mine if r.status not in TERMINAL][:10]}
     return figures, details

@@ -46,6 +46,7 @@ class Options:
     gateway_workers: int = 1
     fault_every_s: float = 8.0
     down_s: tuple[float, float] = (1.0, 4.0)
+    long_down_s: float = 13.0
     deadlines_s: tuple[float, ...] = (15.0, 30.0, 60.0)
     work_s: tuple[float, float] = (0.02, 0.4)
     poll_share: float = 0.3
@@ -155,7 +156,7 @@ async def _exercise(options: Options, clock: Clock, postgres: OwnPostgres, redis
         if first is None:
             raise RuntimeError(f"the first call was not accepted: {load.answers}")
         faults = Faults(deployment, postgres, redis, receiver, every_s=options.fault_every_s, down_s=options.down_s,
-                        seed=options.seed, say=clock.say)
+                        long_down_s=options.long_down_s, seed=options.seed, say=clock.say)
         clock.say(f"load: {options.rate:g} calls/s for {options.duration_s:g} s, a fault every "
                   f"~{options.fault_every_s:g} s")
         watcher = asyncio.get_running_loop().create_task(_watch_exits(deployment, clock))
@@ -284,7 +285,8 @@ def _report(options: Options, postgres: OwnPostgres, deployment: Deployment, rec
     stored = figures.receipts(conninfo, TOOL)
     accepted = {a.key: a.receipt_id for a in load.accepted.values()}
     ran = figures.effects(deployment.effects)
-    calls, call_details = figures.write_figures(accepted, stored, ran, slack_s=options.slack_s or 0)
+    calls, call_details = figures.write_figures(accepted, stored, ran, slack_s=options.slack_s or 0,
+                                                  pg_down=faults.pg_down)
     messages = figures.webhook_messages(conninfo, endpoint_id)
     hooks, hook_details = figures.webhook_figures(messages, stored, accepted, receiver.seen.verified,
                                                   receiver.seen.acked, receiver.seen.events, receiver.seen.unverified)
@@ -317,7 +319,8 @@ def _report(options: Options, postgres: OwnPostgres, deployment: Deployment, rec
         "faults": dict(faults.done), "receiver_modes": dict(faults.flaps), "kills": deployment.kills,
         "exited": deployment.exited, "probes": probes.__dict__, "settled_s": round(settled, 1),
         "load": {"sent": load.sent, "gave_up": load.gave_up, "skipped": load.skipped},
-        "postgres": {"version": postgres.version, "restarts": postgres.restarts},
+        "postgres": {"version": postgres.version, "restarts": postgres.restarts,
+                     "down_s": round(sum(to - since for since, to in faults.pg_down), 1)},
         "options": {k: v for k, v in options.__dict__.items()}, "cores": os.cpu_count(),
         "load_average": os.getloadavg(),
     }
