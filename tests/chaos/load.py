@@ -19,6 +19,7 @@ import json
 import random
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ REQUEST_TIMEOUT_S = 30.0  # a gateway answers within its database pool's wait (1
 SUBMIT_BUDGET_S = 60.0  # how long one call is retried before the client gives up on it
 MAX_RETRY_WAIT_S = 2.0
 TERMINAL = {"success", "failed", "partially_succeeded", "canceled"}
+Answer = tuple[int, "Mapping[str, str]", dict[str, Any]]  # status, headers (any case), JSON body
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,7 @@ class Load:
                 return
 
     @staticmethod
-    def _retry_wait(answer: tuple[int, dict[str, str], dict[str, Any]] | None) -> float:
+    def _retry_wait(answer: Answer | None) -> float:
         if answer is None:
             return 0.5
         try:
@@ -187,14 +189,14 @@ class Load:
             return 1.0
 
     async def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200, 202),
-                      **kwargs: Any) -> tuple[int, dict[str, str], dict[str, Any]] | None:
+                      **kwargs: Any) -> Answer | None:
         """One request, its answer counted and checked (``expect``: the statuses that are right); None when it
         got no answer."""
         headers = {**self.headers, **kwargs.pop("headers", {})}
         try:
             async with self.session.request(method, f"{self.base_url}{path}", headers=headers, **kwargs) as response:
                 text = await response.text()
-                status, answer_headers = response.status, dict(response.headers)
+                status, answer_headers = response.status, response.headers.copy()  # names in any case
         except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
             self.answers.no_answer += 1
             self.answers.sample(f"{method} {path}: no answer: {type(exc).__name__}: {exc}")
@@ -204,7 +206,7 @@ class Load:
         self._check(method, path, status, answer_headers, document, text, expect)
         return status, answer_headers, document
 
-    def _check(self, method: str, path: str, status: int, headers: dict[str, str], document: dict[str, Any],
+    def _check(self, method: str, path: str, status: int, headers: Mapping[str, str], document: dict[str, Any],
                text: str, expect: tuple[int, ...]) -> None:
         if status == 503:
             if not headers.get("Content-Type", "").startswith("application/problem+json") \
