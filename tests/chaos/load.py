@@ -30,6 +30,7 @@ from tests.chaos.tools import TOOL
 REQUEST_TIMEOUT_S = 30.0  # a gateway answers within its database pool's wait (10 s); no answer by then is a hang
 SUBMIT_BUDGET_S = 60.0  # how long one call is retried before the client gives up on it
 MAX_RETRY_WAIT_S = 2.0
+KEEPALIVE_S = 3.0  # below the gateway's keep-alive timeout (see Load.__aenter__)
 TERMINAL = {"success", "failed", "partially_succeeded", "canceled"}
 Answer = tuple[int, "Mapping[str, str]", dict[str, Any]]  # status, headers (any case), JSON body
 
@@ -88,7 +89,10 @@ class Load:
 
     async def __aenter__(self) -> Load:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=128, force_close=False),
+            # Idle connections are dropped before the gateway's keep-alive timeout (uvicorn's, 5 s)
+            # ends them: aiohttp keeps them 15 s by default, and a request sent on a connection the
+            # server is closing at that moment gets no answer (HTTP/1.1's keep-alive race).
+            connector=aiohttp.TCPConnector(limit=128, keepalive_timeout=KEEPALIVE_S),
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S))
         return self
 
