@@ -30,6 +30,7 @@ from workers.backoff import Backoff
 from workers.execution import Executor, KindRunner, PythonKind
 from workers.hard_limit import HardLimitRecorder, execute_request
 from workers.metrics import WorkerMetrics
+from workers.pool import POOL
 from workers.redis_transport import broker_transport
 from workers.registry import Registry, load_registry
 from workers.runs import RunAdvancer
@@ -57,6 +58,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_serializer": "json",
         "accept_content": ["json"],
         "worker_hijack_root_logger": False,
+        "worker_pool": POOL,  # prefork, surviving a reconnect just after a pool process exited (workers.pool)
         # No sweep entry: beat runs the sweeper itself (see workers.sweeper for why not a task).
         "beat_schedule": {},
     }
