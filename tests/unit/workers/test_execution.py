@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
