@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -48,10 +47,8 @@ def request_hash(settings: Settings, request: dict[str, Any], tools: Iterable[Ch
     """The batch's fingerprint, which its replays must match. Keyed with TOOLRELAY_SECRET_KEY where a called
     tool takes secret arguments: the message holds them in clear, and the stored hash must tell nothing about
     them (a plain hash of a short password is a guess away)."""
-    if settings.secret_key and any(tool.secrets is not None for tool in tools):
-        canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
-        return hmac.new(settings.secret_key.encode(), canonical.encode(), hashlib.sha256).hexdigest()
-    return fingerprint(request)
+    keyed = any(tool.secrets is not None for tool in tools)
+    return fingerprint(request, settings.secret_key if keyed else None)
 
 
 async def accept_batch(services: Services, caller: Caller, body: BatchRequest, header_key: str | None,

@@ -15,6 +15,7 @@ Two rules keep concurrent workers honest (DESIGN.md, guarantee 2):
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -32,10 +33,13 @@ from receipts.store import statements as sql
 LIST_KIND = "receipts"
 
 
-def fingerprint(request: dict[str, Any]) -> str:
-    """A stable hash of a request body, to tell a replay from a different request under one key."""
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+def fingerprint(request: dict[str, Any], key: str | None = None) -> str:
+    """A stable hash of a request body, to tell a replay from a different request under one key; keyed
+    (HMAC-SHA256 with ``key``) where the body holds secrets the stored hash must tell nothing about."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str).encode()
+    if key:
+        return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+    return hashlib.sha256(canonical).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
