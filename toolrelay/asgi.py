@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from gateway.app import create_app
 from receipts.settings import load_settings
 from receipts.telemetry import tracing
-from toolrelay import logs
+from toolrelay import heap, logs
 
 
 def app_factory() -> FastAPI:
@@ -15,4 +15,6 @@ def app_factory() -> FastAPI:
     settings = load_settings()
     logs.configure(settings)
     tracing.configure("toolrelay-gateway")
-    return create_app(settings)
+    app = create_app(settings)
+    heap.settle()
+    return app

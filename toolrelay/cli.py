@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,7 +14,7 @@ from receipts.errors import InvalidInput, NotConfigured
 from receipts.records import KeyInfo
 from receipts.settings import Settings, load_settings
 from receipts.telemetry import tracing
-from toolrelay import logs
+from toolrelay import heap, logs
 from toolrelay.durations import parse_duration
 
 cli = typer.Typer(help="toolrelay: durable, verifiable execution of LLM tool calls.", no_args_is_help=True,
@@ -90,6 +90,8 @@ def worker(ctx: typer.Context) -> None:
         from toolrelay import worker_metrics
 
         worker_metrics.prepare()  # before prometheus_client is first imported (by build_celery)
+    from celery import signals
+
     from toolrelay.components import build_celery
 
     app, services = build_celery(settings)
@@ -101,6 +103,7 @@ def worker(ctx: typer.Context) -> None:
         argv += ["-Q", ",".join(sorted(queues))]
     if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):
         argv += ["--loglevel", settings.log_level]
+    settle_when_started(signals.worker_ready, signals.worker_process_init)
     app.worker_main(argv=argv)
 
 
@@ -111,6 +114,8 @@ def beat(ctx: typer.Context) -> None:
     The sweeper runs on a thread of the beat process, not as a queued task, so no backlog of tool
     calls can delay a sweep (see :mod:`workers.sweeper`).
     """
+    from celery import signals
+
     from toolrelay.components import build_celery
 
     settings = _settings()
@@ -119,7 +124,15 @@ def beat(ctx: typer.Context) -> None:
     argv = ["beat", *ctx.args]
     if not any(a.startswith(("-l", "--loglevel")) for a in ctx.args):  # the sweeper's lines, like a worker's
         argv += ["--loglevel", settings.log_level]
+    settle_when_started(signals.beat_init)
     app.start(argv=argv)
+
+
+def settle_when_started(*started: Any) -> None:
+    """Settle the heap (toolrelay/heap.py) of each process as these Celery signals say it has started:
+    a worker once it is ready, each pool process once it is set up after its fork, beat as it starts."""
+    for signal in started:
+        signal.connect(lambda **_: heap.settle(), weak=False)
 
 
 @cli.command()

@@ -36,6 +36,7 @@ from receipts.telemetry.calls import CallMetrics, CallObserver
 from receipts.tenants import KEY_PREFIX, create_key
 from receipts.webhooks import queue
 from receipts.webhooks.nudges import Nudger, publish_deliver
+from toolrelay import heap
 from toolrelay.components import build_celery
 from toolrelay.pgserver import EmbeddedPostgres, PostgresError
 from workers.sweeper import Sweeper, sweep_once
@@ -181,6 +182,7 @@ def run_dev(settings: Settings, *, host: str, port: int, data_dir: Path, api_key
     # found: make that handler end this process through the ``finally`` below, which stops the
     # worker and the embedded PostgreSQL (the default handler would end it on the spot).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    heap.settle()
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
     finally:
