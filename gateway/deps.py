@@ -79,7 +79,7 @@ async def check_storable(request: Request) -> None:
     left to the route (400 where it reads one, ignored where it reads none).
     """
     storable.check_texts(request.path_params)
-    if request.url.query:
+    if request.scope.get("query_string"):
         storable.check_texts(request.query_params.multi_items())
     if request.method in BODY_METHODS and await request.body():
         try:

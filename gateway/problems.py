@@ -13,9 +13,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse
 from starlette.routing import compile_path
 
+from gateway.responses import JSONResponse
 from receipts.errors import Conflict, IdempotencyMismatch, InvalidInput, NotConfigured, NotFound, Unavailable
 from receipts.secretbox import SecretKeyMissing, SecretUnreadable
 

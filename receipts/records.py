@@ -21,7 +21,7 @@ def iso(value: datetime | None) -> str | None:
         return None
     if value.utcoffset() != _ZERO:
         value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"  # "+00:00" -> "Z"
 
 
 # The receipt's API shape: (column, is_timestamp), in order. to_api() and the PostgreSQL

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
-from starlette.responses import JSONResponse
 
 from gateway.batches import accept_batch
 from gateway.deps import CallerDep, ServicesDep
+from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
 from gateway.waiters import wait_until

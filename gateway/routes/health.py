@@ -5,10 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, Response
 
 from gateway.deps import ServicesDep
 from gateway.problems import problem_response
+from gateway.responses import JSONResponse
 
 router = APIRouter(tags=["health"])
 

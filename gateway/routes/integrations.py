@@ -13,10 +13,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 from jsonschema import Draft202012Validator
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
+from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
 from receipts.catalogue import providers

@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
-from starlette.responses import JSONResponse
 
 from agents.batches import completion
 from gateway.calls import accept, publish
 from gateway.deps import CallerDep, ServicesDep, TenantDep
 from gateway.problems import Problem
+from gateway.responses import JSONResponse
 from gateway.schemas import (
     PROBLEMS,
     DecisionRequest,

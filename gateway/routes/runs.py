@@ -6,11 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from agents.batches import complete
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
+from gateway.responses import JSONResponse
 from gateway.runs import accept_run
 from gateway.schemas import PROBLEMS, ModelRequest, RunRequest
 from gateway.services import Services

@@ -11,11 +11,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from agents.tools import anthropic_tool, openai_tool
 from gateway.deps import CallerDep, ServicesDep, TenantDep
 from gateway.problems import Problem
+from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
 from gateway.tool_definitions import IntegrationTool, ToolDefinitions, parse_definition

@@ -12,10 +12,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from gateway.deps import ServicesDep, TenantDep
 from gateway.problems import Problem
+from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
 from gateway.webhook_schemas import (
