@@ -38,6 +38,7 @@ from tests.benchmarks.dev_mode import dev_section
 from tests.benchmarks.drains import workers_section
 from tests.benchmarks.gateway_rates import gateway_section
 from tests.benchmarks.headline import headline_section
+from tests.benchmarks.postgres import use_own_postgres
 from tests.benchmarks.report import table
 from tests.benchmarks.roundtrips import round_trips_section
 from tests.benchmarks.run import Run
@@ -89,6 +90,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--agent-runs", type=int, default=50, help="agents: runs one at a time (0: skip)")
     parser.add_argument("--webhooks", type=int, default=2000, help="webhook messages to deliver (0: skip)")
     parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
+    parser.add_argument("--postgres", choices=("own", "machine"), default="own",
+                        help="own: a server of the benchmark's own, PostgreSQL's stock settings (autovacuum on), "
+                             "from the binaries toolrelay dev uses; machine: the server of TOOLRELAY_TEST_PG")
     parser.add_argument("--log-level", default="INFO", help="TOOLRELAY_LOG_LEVEL of gateway and worker")
     parser.add_argument("--profile", metavar="DIR", help="headline: one more run under py-spy; profiles in DIR")
     parser.add_argument("--json", metavar="FILE", help="write every figure as JSON to FILE")
@@ -113,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(args, log_dir)
     ok = False
     try:
+        if args.postgres == "own":
+            run.results["postgres"] = use_own_postgres(run)
+            print(f"PostgreSQL: {run.results['postgres']['summary']}", flush=True)
         for name in names:
             run.results[name] = SECTIONS[name](run)
         ok = True
