@@ -7,7 +7,7 @@ under load (objects alive in requests in flight get promoted, then die old), whi
 gateway's p99 and several per cent of its CPU. Two standard remedies, both kept from start-up on:
 
 * :func:`gc.freeze` once start-up is done: what is alive then moves to a generation the collector
-  never walks (a forked pool child also keeps those pages shared with its parent);
+  never walks (a Celery pool child settles its own heap once it is set up after its fork);
 * a first threshold of :data:`YOUNG_THRESHOLD` instead of 700: a request frees what it allocated,
   so the count of new containers rarely reaches it, and garbage in reference cycles is still
   collected once that many more containers are alive than at the last collection (a few MiB at most).
