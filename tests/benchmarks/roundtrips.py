@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from tests.benchmarks.load import Client
 from tests.benchmarks.run import Run
@@ -192,8 +193,11 @@ def round_trips_section(run: Run) -> dict[str, Any]:
     calls = run.args.round_trips
     with run.deployment("round-trips") as deployment, \
             run.phase(f"round trips: {calls} calls through counting proxies"):
+        postgres_port = urlsplit(deployment.database_url).port or 5432  # the benchmark's own server, or the tests'
+        redis_port = urlsplit(services.REDIS_URL).port or 6379
+        upstreams = (("postgres", postgres_port), ("redis", redis_port))
         proxies = {f"{role}_{kind}": CountingProxy(kind, port).start()
-                   for role in ("gateway", "worker") for kind, port in (("postgres", 5432), ("redis", 6379))}
+                   for role in ("gateway", "worker") for kind, port in upstreams}
         def stop_proxies() -> None:
             for proxy in proxies.values():
                 proxy.stop()
@@ -202,9 +206,9 @@ def round_trips_section(run: Run) -> dict[str, Any]:
 
         def env(role: str) -> dict[str, str]:
             return {"TOOLRELAY_DATABASE_URL": deployment.database_url.replace(
-                        "127.0.0.1:5432", f"127.0.0.1:{proxies[role + '_postgres'].port}"),
+                        f"127.0.0.1:{postgres_port}", f"127.0.0.1:{proxies[role + '_postgres'].port}"),
                     "TOOLRELAY_BROKER_URL": services.REDIS_URL.replace(
-                        "127.0.0.1:6379", f"127.0.0.1:{proxies[role + '_redis'].port}")}
+                        f"127.0.0.1:{redis_port}", f"127.0.0.1:{proxies[role + '_redis'].port}")}
 
         _, base_url = deployment.start_gateway(env("gateway"))
         deployment.start_worker(run.args.workers, env("worker"))
