@@ -1,4 +1,7 @@
-"""FastAPI dependencies: the services of this app, and who is calling.
+"""FastAPI dependencies: who is calling, and the services of this app.
+
+Routes take the app's services from their request (:func:`services_of`), not as a dependency: each
+dependency costs FastAPI a solve per request, and one for the services was a fifth of a receipt read.
 
 * ``CallerDep``: the caller (its tenant and its key's scopes), for routes that apply the key's tool
   scope themselves: submitting, batches, receipts, the catalogue.
@@ -32,12 +35,8 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def services_of(request: HTTPConnection) -> Services:
+    """The services of the app serving ``request`` (set up in its lifespan)."""
     return request.app.state.services  # type: ignore[no-any-return]
-
-
-async def get_services(request: Request) -> Services:
-    # async on purpose: FastAPI runs a plain ``def`` dependency on a worker thread, a hop per request.
-    return services_of(request)
 
 
 async def caller_of(request: HTTPConnection) -> Caller:
@@ -89,12 +88,12 @@ async def check_storable(request: Request) -> None:
         storable.check(body)
 
 
-async def get_tenant(caller: Annotated[Caller, Depends(get_caller)]) -> Tenant:
+async def get_tenant(request: Request) -> Tenant:
+    caller = await get_caller(request)  # called, not a sub-dependency: one solve less per request
     if caller.scoped:
         raise Problem(403, "this API key is limited to some tools; this needs a key for the whole tenant")
     return caller.tenant
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 TenantDep = Annotated[Tenant, Depends(get_tenant)]

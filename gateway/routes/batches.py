@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 
 from gateway.batches import accept_batch
-from gateway.deps import CallerDep, ServicesDep
+from gateway.deps import CallerDep, services_of
 from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
@@ -49,7 +49,7 @@ def batch_response(batch: Batch, replayed: bool = False) -> JSONResponse:
 
 @router.post("/batches", status_code=202, response_model=BatchBody,
              responses={200: {"model": BatchBody, "description": "every call ended within wait_s"}, **PROBLEMS})
-async def create_batch(request: Request, body: BatchRequest, services: ServicesDep, caller: CallerDep,
+async def create_batch(request: Request, body: BatchRequest, caller: CallerDep,
                        idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Run a model's tool calls, given in its own format; answer with the messages to append.
 
@@ -60,6 +60,7 @@ async def create_batch(request: Request, body: BatchRequest, services: ServicesD
     ``wait_s``, else 202 (poll the batch).
     The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
     """
+    services = services_of(request)
     batch, receipts, replayed = await accept_batch(services, caller, body, idempotency_key,
                                                    tracing.accepted_under(request.headers))
     if replayed:  # another key's batch under the same Idempotency-Key: shown only if this key could see it
@@ -70,7 +71,8 @@ async def create_batch(request: Request, body: BatchRequest, services: ServicesD
 
 
 @router.get("/batches/{batch_id}", response_model=BatchBody, responses=PROBLEMS)
-async def get_batch(batch_id: str, services: ServicesDep, caller: CallerDep,
+async def get_batch(batch_id: str, request: Request, caller: CallerDep,
                     wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A batch; with ``wait_s``, long-poll up to that many seconds for it to complete."""
+    services = services_of(request)
     return batch_response(await read_batch(services, caller, batch_id, wait_s))

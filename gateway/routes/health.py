@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import PlainTextResponse, Response
 
-from gateway.deps import ServicesDep
+from gateway.deps import services_of
 from gateway.problems import problem_response
 from gateway.responses import JSONResponse
 
@@ -21,16 +21,18 @@ async def healthz() -> JSONResponse:
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-async def metrics(services: ServicesDep) -> Response:
+async def metrics(request: Request) -> Response:
     """Prometheus metrics: counters of this process (of every process of the gateway, summed, with --workers)
     and backlog gauges from the database."""
+    services = services_of(request)
     body = await run_in_threadpool(generate_latest, services.metrics.scraped)
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/readyz")
-async def readyz(services: ServicesDep) -> JSONResponse:
+async def readyz(request: Request) -> JSONResponse:
     """The database answers and the broker accepts a connection; 503 otherwise."""
+    services = services_of(request)
     checks: dict[str, str] = {}
     try:
         await services.db.aping()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 from jsonschema import Draft202012Validator
 from starlette.responses import Response
 
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS
@@ -43,9 +43,10 @@ def setup_schema_for_put(setup: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("/integrations", responses=PROBLEMS)
-async def list_integrations(services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def list_integrations(request: Request, tenant: TenantDep) -> JSONResponse:
     """Every provider workers can run: methods with their argument and output schemas, the setup schema
     (``writeOnly`` fields are secrets), and whether this tenant stored a setup."""
+    services = services_of(request)
     configured = await services.db.arun(setup_ops.configured(tenant.id))
     found: dict[str, dict[str, Any]] = {}
     for method in await services.db.arun(providers.all_methods()):
@@ -63,9 +64,10 @@ async def list_integrations(services: ServicesDep, tenant: TenantDep) -> JSONRes
 
 
 @router.put("/integrations/{provider}/setup", responses=PROBLEMS)
-async def put_setup(provider: str, services: ServicesDep, tenant: TenantDep,
+async def put_setup(provider: str, request: Request, tenant: TenantDep,
                     config: Annotated[dict[str, Any], Body()]) -> JSONResponse:
     """Store (replace) this tenant's setup of ``provider``. The answer names the fields set, not their values."""
+    services = services_of(request)
     methods = await services.db.arun(providers.methods(provider))  # NotFound -> 404
     validator = Draft202012Validator(setup_schema_for_put(methods[0].setup))
     errors = [{"field": ".".join(["setup", *map(str, err.absolute_path)]), "message": err.message}
@@ -77,14 +79,16 @@ async def put_setup(provider: str, services: ServicesDep, tenant: TenantDep,
 
 
 @router.get("/integrations/{provider}/setup", responses=PROBLEMS)
-async def get_setup(provider: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def get_setup(provider: str, request: Request, tenant: TenantDep) -> JSONResponse:
     """Which fields of this tenant's setup are set (404 when none is stored). Values are never returned."""
+    services = services_of(request)
     summary = await services.db.arun(setups(services).summary(tenant.id, provider))
     return JSONResponse(summary.to_api())
 
 
 @router.delete("/integrations/{provider}/setup", status_code=204, responses=PROBLEMS)
-async def delete_setup(provider: str, services: ServicesDep, tenant: TenantDep) -> Response:
+async def delete_setup(provider: str, request: Request, tenant: TenantDep) -> Response:
     """Forget this tenant's setup of ``provider``; its integration tools then fail with invalid_arguments."""
+    services = services_of(request)
     await services.db.arun(setup_ops.delete(tenant.id, provider))
     return Response(status_code=204)

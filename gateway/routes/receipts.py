@@ -12,7 +12,7 @@ from fastapi import APIRouter, Header, Query, Request
 
 from agents.batches import completion
 from gateway.calls import accept, publish
-from gateway.deps import CallerDep, ServicesDep, TenantDep
+from gateway.deps import CallerDep, TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.schemas import (
@@ -63,7 +63,7 @@ def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False)
 
 @router.post("/tool-calls", status_code=202, response_model=ReceiptBody,
              responses={200: {"model": ReceiptBody, "description": "terminal within wait_s, or a replay"}, **PROBLEMS})
-async def create_tool_call(request: Request, body: ToolCallRequest, services: ServicesDep, caller: CallerDep,
+async def create_tool_call(request: Request, body: ToolCallRequest, caller: CallerDep,
                            idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Accept a tool call. 202 with the pending receipt once it is durably stored.
 
@@ -72,6 +72,7 @@ async def create_tool_call(request: Request, body: ToolCallRequest, services: Se
     A key limited to some tools gets 403 for any other; a read-only key gets 403. A W3C
     ``traceparent`` header is continued: the call's execution and its requests join that trace.
     """
+    services = services_of(request)
     receipt, replayed = await accept(services, caller, body, idempotency_key, tracing.accepted_under(request.headers))
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
@@ -81,9 +82,10 @@ async def create_tool_call(request: Request, body: ToolCallRequest, services: Se
 
 
 @router.get("/receipts/{receipt_id}", response_model=ReceiptBody, responses=PROBLEMS)
-async def get_receipt(receipt_id: str, services: ServicesDep, caller: CallerDep,
+async def get_receipt(receipt_id: str, request: Request, caller: CallerDep,
                       wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A receipt; with ``wait_s``, long-poll up to that many seconds for a terminal state."""
+    services = services_of(request)
     if wait_s:
         receipt = await wait_for_terminal(services, caller, receipt_id, wait_s)
     else:
@@ -92,10 +94,11 @@ async def get_receipt(receipt_id: str, services: ServicesDep, caller: CallerDep,
 
 
 @router.get("/receipts", response_model=ReceiptList, responses=PROBLEMS)
-async def list_receipts(services: ServicesDep, caller: CallerDep, trace_id: str | None = None,
+async def list_receipts(request: Request, caller: CallerDep, trace_id: str | None = None,
                         status: str | None = None, tool: str | None = None, parent_id: str | None = None,
                         limit: Annotated[int, Query(ge=1, le=200)] = 50, cursor: str | None = None) -> JSONResponse:
     """Receipts newest first, filtered by trace, status, tool or parent; page with ``cursor``."""
+    services = services_of(request)
     if status is not None and status not in states.STATUSES:
         raise Problem.invalid("status", f"one of {', '.join(states.STATUSES)}")
     page = await services.db.arun(calls.list_receipts(caller.tenant.id, trace_id=trace_id, status=status, tool=tool,
@@ -105,8 +108,9 @@ async def list_receipts(services: ServicesDep, caller: CallerDep, trace_id: str 
 
 
 @router.get("/receipts/{receipt_id}/events", response_model=EventList, responses=PROBLEMS)
-async def receipt_events(receipt_id: str, services: ServicesDep, caller: CallerDep) -> JSONResponse:
+async def receipt_events(receipt_id: str, request: Request, caller: CallerDep) -> JSONResponse:
     """The receipt's timeline: every transition, with who made it, when and on which attempt."""
+    services = services_of(request)
     if caller.scoped:
         await read(services, caller, receipt_id)
     events = await services.db.arun(calls.events(caller.tenant.id, receipt_id))
@@ -114,8 +118,9 @@ async def receipt_events(receipt_id: str, services: ServicesDep, caller: CallerD
 
 
 @router.post("/receipts/{receipt_id}/cancel", response_model=ReceiptBody, responses=PROBLEMS)
-async def cancel_receipt(receipt_id: str, services: ServicesDep, caller: CallerDep) -> JSONResponse:
+async def cancel_receipt(receipt_id: str, request: Request, caller: CallerDep) -> JSONResponse:
     """Cancel a call that has not finished. A running attempt's result is then discarded (409 if terminal)."""
+    services = services_of(request)
     if caller.scoped:
         await read(services, caller, receipt_id)
     receipt = await services.db.arun(calls.cancel(caller.tenant.id, receipt_id))
@@ -124,8 +129,9 @@ async def cancel_receipt(receipt_id: str, services: ServicesDep, caller: CallerD
 
 
 @router.post("/receipts/{receipt_id}/result", response_model=ReceiptBody, responses=PROBLEMS)
-async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDep, caller: CallerDep) -> JSONResponse:
+async def post_result(receipt_id: str, body: ResultRequest, request: Request, caller: CallerDep) -> JSONResponse:
     """Report the result of a client-run (function) tool: ``{"output": ...}`` or ``{"error": {"message"}}``."""
+    services = services_of(request)
     fields = body.model_fields_set
     if ("output" in fields) == ("error" in fields):
         raise Problem.invalid("body", "send exactly one of output or error")
@@ -146,8 +152,9 @@ async def post_result(receipt_id: str, body: ResultRequest, services: ServicesDe
 
 
 @router.post("/receipts/{receipt_id}/approve", response_model=ReceiptBody, responses=PROBLEMS)
-async def approve(receipt_id: str, body: DecisionRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def approve(receipt_id: str, body: DecisionRequest, request: Request, tenant: TenantDep) -> JSONResponse:
     """Approve a call of a tool that requires approval: it runs now (409 once decided, or timed out)."""
+    services = services_of(request)
     receipt = await services.db.arun(approvals.approve(tenant.id, receipt_id, by=body.by, comment=body.comment))
     publish(services, receipt)
     await after_decision(services, receipt)
@@ -155,8 +162,9 @@ async def approve(receipt_id: str, body: DecisionRequest, services: ServicesDep,
 
 
 @router.post("/receipts/{receipt_id}/reject", response_model=ReceiptBody, responses=PROBLEMS)
-async def reject(receipt_id: str, body: DecisionRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def reject(receipt_id: str, body: DecisionRequest, request: Request, tenant: TenantDep) -> JSONResponse:
     """Reject a call of a tool that requires approval: it ends failed with ``rejected`` and never runs."""
+    services = services_of(request)
     receipt = await services.db.arun(approvals.reject(tenant.id, receipt_id, by=body.by, reason=body.reason))
     await complete_batch(services, receipt)
     await after_decision(services, receipt)

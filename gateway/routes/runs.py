@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agents.batches import complete
-from gateway.deps import ServicesDep, TenantDep
+from gateway.deps import TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.runs import accept_run
@@ -30,12 +30,13 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 # -- models -------------------------------------------------------------------------------------
 
 @router.put("/models/{name}", responses=PROBLEMS)
-async def put_model(name: str, body: ModelRequest, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def put_model(name: str, body: ModelRequest, request: Request, tenant: TenantDep) -> JSONResponse:
     """Define or replace a model runs may call: any OpenAI-compatible Chat Completions endpoint.
 
     ``api_key`` is stored encrypted and never shown; left out, the stored one is kept (null clears it).
     ``base_url`` passes the same SSRF guard as api_call tools.
     """
+    services = services_of(request)
     if len(name) > 64 or not name.strip():
         raise Problem.invalid("name", "1 to 64 characters")
     await run_in_threadpool(check_url, services, body.base_url, field="base_url")
@@ -46,20 +47,23 @@ async def put_model(name: str, body: ModelRequest, services: ServicesDep, tenant
 
 
 @router.get("/models", responses=PROBLEMS)
-async def list_models(services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def list_models(request: Request, tenant: TenantDep) -> JSONResponse:
     """The tenant's models (never their keys)."""
+    services = services_of(request)
     found = await services.db.arun(models.list_models(tenant.id))
     return JSONResponse({"data": [model.to_api() for model in found], "next_cursor": None})
 
 
 @router.get("/models/{name}", responses=PROBLEMS)
-async def get_model(name: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def get_model(name: str, request: Request, tenant: TenantDep) -> JSONResponse:
     """One model: where it is, which one, its params, whether a key is set."""
+    services = services_of(request)
     return JSONResponse((await services.db.arun(models.get(tenant.id, name))).to_api())
 
 
 @router.delete("/models/{name}", status_code=204, responses=PROBLEMS)
-async def delete_model(name: str, services: ServicesDep, tenant: TenantDep) -> Response:
+async def delete_model(name: str, request: Request, tenant: TenantDep) -> Response:
+    services = services_of(request)
     await services.db.arun(models.delete(tenant.id, name))
     return Response(status_code=204)
 
@@ -85,7 +89,7 @@ def run_response(run: Run, steps: list[RunStep], replayed: bool = False) -> JSON
 
 
 @router.post("/runs", status_code=202, responses=PROBLEMS)
-async def create_run(body: RunRequest, services: ServicesDep, tenant: TenantDep,
+async def create_run(body: RunRequest, request: Request, tenant: TenantDep,
                      idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Run the agent loop: the model proposes tool calls, toolrelay runs them, until the model answers.
 
@@ -94,6 +98,7 @@ async def create_run(body: RunRequest, services: ServicesDep, tenant: TenantDep,
     stored before the next, so a worker that dies mid-run never runs a tool call twice. 202 with the
     run (200 if it ended within ``wait_s``); GET /v1/runs/{id}?wait_s= long-polls.
     """
+    services = services_of(request)
     run, replayed = await accept_run(services, tenant, body, idempotency_key)
     if replayed:
         run, steps = await services.db.arun(runs.get(tenant.id, run.id))
@@ -103,17 +108,19 @@ async def create_run(body: RunRequest, services: ServicesDep, tenant: TenantDep,
 
 
 @router.get("/runs/{run_id}", responses=PROBLEMS)
-async def get_run(run_id: str, services: ServicesDep, tenant: TenantDep,
+async def get_run(run_id: str, request: Request, tenant: TenantDep,
                   wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
     """A run with its steps; with ``wait_s``, long-poll until it ends (or waits for a person's approval)."""
+    services = services_of(request)
     run, steps = await read_run(services, tenant, run_id, wait_s)
     return JSONResponse(run.to_api(steps))
 
 
 @router.get("/runs", responses=PROBLEMS)
-async def list_runs(services: ServicesDep, tenant: TenantDep, trace_id: str | None = None,
+async def list_runs(request: Request, tenant: TenantDep, trace_id: str | None = None,
                     status: str | None = None, limit: Limit = 50, cursor: str | None = None) -> JSONResponse:
     """Runs newest first (without their steps), by trace or status; page with ``cursor``."""
+    services = services_of(request)
     statuses = ("pending", "running", "waiting", "success", "failed", "canceled")
     if status is not None and status not in statuses:
         raise Problem.invalid("status", f"one of {', '.join(statuses)}")
@@ -123,8 +130,9 @@ async def list_runs(services: ServicesDep, tenant: TenantDep, trace_id: str | No
 
 
 @router.post("/runs/{run_id}/cancel", responses=PROBLEMS)
-async def cancel_run(run_id: str, services: ServicesDep, tenant: TenantDep) -> JSONResponse:
+async def cancel_run(run_id: str, request: Request, tenant: TenantDep) -> JSONResponse:
     """Cancel a run that has not ended, and the tool calls it still has open (409 once it ended)."""
+    services = services_of(request)
     run = await services.db.arun(runs.cancel(tenant.id, run_id))
     if run.waiting_batch_id is not None:
         await services.db.arun(calls.cancel_batch(tenant.id, run.waiting_batch_id, reason="the run was canceled",

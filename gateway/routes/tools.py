@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agents.tools import anthropic_tool, openai_tool
-from gateway.deps import CallerDep, ServicesDep, TenantDep
+from gateway.deps import CallerDep, TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS
@@ -30,9 +30,10 @@ router = APIRouter(prefix="/v1", tags=["tools"])
 
 
 @router.get("/tools", responses=PROBLEMS)
-async def list_tools(services: ServicesDep, caller: CallerDep,
+async def list_tools(request: Request, caller: CallerDep,
                      format: Literal["native", "openai", "anthropic"] = "native") -> JSONResponse:
     """Every tool this key can call. ``format=openai|anthropic`` returns that vendor's ``tools`` array."""
+    services = services_of(request)
     specs = caller.visible(await services.db.arun(catalogue.list_tools(caller.tenant.id)))
     if format == "openai":
         return JSONResponse([openai_tool(spec) for spec in specs])
@@ -42,8 +43,9 @@ async def list_tools(services: ServicesDep, caller: CallerDep,
 
 
 @router.get("/tools/{name}", responses=PROBLEMS)
-async def get_tool(name: str, services: ServicesDep, caller: CallerDep) -> JSONResponse:
+async def get_tool(name: str, request: Request, caller: CallerDep) -> JSONResponse:
     """One tool: kind, description, JSON Schema of its arguments, effect, idempotency, timeout."""
+    services = services_of(request)
     if not caller.may_use(name):
         raise NotFound(f"no tool named {name!r}")
     spec = await services.db.arun(catalogue.find(caller.tenant.id, name))
@@ -81,7 +83,7 @@ async def _define(services: Services, tenant: Tenant, data: dict[str, Any], *, r
 
 
 @router.post("/tools", status_code=201, responses=PROBLEMS)
-async def create_tool(services: ServicesDep, tenant: TenantDep,
+async def create_tool(request: Request, tenant: TenantDep,
                       body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
     """Define a tool for this tenant (409 if the name is taken). The body's ``kind`` decides its shape:
 
@@ -92,21 +94,24 @@ async def create_tool(services: ServicesDep, tenant: TenantDep,
       ``********`` (503 when ``TOOLRELAY_SECRET_KEY`` is not set);
     * ``integration``: ``{name, provider, method, arguments?, description?, effect?, idempotent?}``.
     """
+    services = services_of(request)
     spec = await _define(services, tenant, body, replace=False)
     return JSONResponse(spec.to_api(), status_code=201, headers={"Location": f"/v1/tools/{spec.name}"})
 
 
 @router.put("/tools/{name}", responses=PROBLEMS)
-async def replace_tool(name: str, services: ServicesDep, tenant: TenantDep,
+async def replace_tool(name: str, request: Request, tenant: TenantDep,
                        body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
     """Define or replace this tenant's tool ``name`` (same body as POST). Accepted calls keep their contract."""
+    services = services_of(request)
     spec = await _define(services, tenant, body, replace=True, name=name)
     return JSONResponse(spec.to_api())
 
 
 @router.delete("/tools/{name}", status_code=204, responses=PROBLEMS)
-async def delete_tool(name: str, services: ServicesDep, tenant: TenantDep) -> Response:
+async def delete_tool(name: str, request: Request, tenant: TenantDep) -> Response:
     """Remove a tool this tenant defined (built-in tools and other tenants' tools are a 404)."""
+    services = services_of(request)
     await services.db.arun(catalogue.remove(tenant.id, name))
     services.tools.forget(tenant.id, name)
     return Response(status_code=204)
