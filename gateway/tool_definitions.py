@@ -14,7 +14,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from referencing import Registry
@@ -22,6 +21,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012
 
 from gateway.problems import Problem
+from receipts import patterns
 from receipts.catalogue.providers import ProviderMethod
 from receipts.catalogue.tools import TOOL_NAME
 from receipts.errors import InvalidInput
@@ -107,9 +107,11 @@ def check_name(name: str) -> None:
 def check_parameters(parameters: Mapping[str, Any]) -> None:
     """A valid JSON Schema (2020-12) describing an object, as OpenAI and Anthropic require."""
     try:
-        Draft202012Validator.check_schema(parameters)
+        patterns.check_schema(parameters)
     except SchemaError as exc:
         path = ".".join(["parameters", *map(str, exc.absolute_path)])
+        if isinstance(exc.cause, patterns.UnsupportedPattern):
+            raise Problem.invalid(path, str(exc.cause)) from None
         raise Problem.invalid(path, f"not a valid JSON Schema: {exc.message}") from None
     if parameters.get("type") != "object":
         raise Problem.invalid("parameters.type", 'must be "object": arguments are a JSON object')
@@ -236,7 +238,7 @@ class ToolDefinitions:
                 raise Problem.invalid(field, f"{method.key} takes no argument or setting {name!r}")
             if name in method.secret_fields:
                 raise Problem.invalid(field, f"a secret: store it with PUT /v1/integrations/{method.provider}/setup")
-            errors = list(Draft202012Validator(prop).iter_errors(value))
+            errors = list(patterns.validator(prop).iter_errors(value))
             if errors:
                 raise Problem.invalid(field, errors[0].message)
             if name == "url" and isinstance(value, str):

@@ -18,7 +18,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from referencing.exceptions import Unresolvable
 
-from receipts import states
+from receipts import patterns, states
 from receipts.errors import InvalidInput
 from receipts.records import ToolSpec
 from receipts.secret_arguments import SecretFields, fingerprint_part
@@ -37,7 +37,7 @@ class CheckedTool:
 
     @classmethod
     def of(cls, spec: ToolSpec) -> CheckedTool:
-        return cls(spec, Draft202012Validator(spec.parameters), SecretFields.of(spec.parameters))
+        return cls(spec, patterns.validator(spec.parameters), SecretFields.of(spec.parameters))
 
     def errors(self, arguments: Any, prefix: str = "arguments") -> list[dict[str, str]]:
         """Every schema violation as ``{field, message}``, fields prefixed with ``prefix``; none repeats a secret."""

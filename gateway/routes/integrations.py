@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
-from jsonschema import Draft202012Validator
 from starlette.responses import Response
 
 from gateway.deps import TenantDep, services_of
@@ -20,6 +19,7 @@ from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS
 from gateway.services import Services
+from receipts import patterns
 from receipts.catalogue import providers
 from receipts.catalogue import setups as setup_ops
 from receipts.catalogue.setups import IntegrationSetups
@@ -69,7 +69,7 @@ async def put_setup(provider: str, request: Request, tenant: TenantDep,
     """Store (replace) this tenant's setup of ``provider``. The answer names the fields set, not their values."""
     services = services_of(request)
     methods = await services.db.arun(providers.methods(provider))  # NotFound -> 404
-    validator = Draft202012Validator(setup_schema_for_put(methods[0].setup))
+    validator = patterns.validator(setup_schema_for_put(methods[0].setup))
     errors = [{"field": ".".join(["setup", *map(str, err.absolute_path)]), "message": err.message}
               for err in sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))]
     if errors:

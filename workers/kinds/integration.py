@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
+from receipts import patterns
 from receipts.catalogue import providers as provider_methods
 from receipts.catalogue.setups import IntegrationSetups
 from receipts.db import Database
@@ -37,7 +36,7 @@ def merge(arguments: Mapping[str, Any], fixed: Mapping[str, Any], setup: Mapping
 def check(provider: Provider, method: Method, values: Mapping[str, Any], *, fixed: Mapping[str, Any],
           setup: Mapping[str, Any]) -> None:
     """Raise InvalidArguments naming the first missing or invalid field, and where it comes from."""
-    validator = Draft202012Validator(provider.schema_for(method))
+    validator = patterns.validator(provider.schema_for(method))
     errors = sorted(validator.iter_errors(dict(values)), key=lambda e: (e.validator != "required", list(e.path)))
     if not errors:
         return
