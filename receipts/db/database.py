@@ -247,7 +247,7 @@ class Database:
                 announced.append(step)
                 continue
             try:
-                cursor.execute(*raw(step.sql, step.params))
+                cursor.execute(*raw(step.sql, step.params), prepare=None if step.prepared else False)
             except psycopg.OperationalError:
                 raise
             except psycopg.Error as exc:  # e.g. a constraint: thrown into the operation, which may handle it
@@ -322,7 +322,7 @@ class Database:
                 announced.append(step)
                 continue
             try:
-                await cursor.execute(*raw(step.sql, step.params))
+                await cursor.execute(*raw(step.sql, step.params), prepare=None if step.prepared else False)
             except psycopg.OperationalError:
                 raise
             except psycopg.Error as exc:

@@ -45,11 +45,18 @@ class Query:
 
     ``fetch``: ``"one"`` the first row as a tuple (or None), ``"all"`` every row as a list of tuples,
     ``"rowcount"`` how many rows it touched, ``"none"`` nothing.
+
+    ``prepared``: whether the connection may keep it as a prepared statement (psycopg does after a
+    few runs). PostgreSQL then reuses one generic plan, made for the table as it was when the
+    statement was prepared, until the table's statistics change: a read of a set of ids prepared
+    while the table was small keeps scanning the whole table as it grows, for as long as nothing
+    analyzes it. ``False`` plans it for the table as it is, each time.
     """
 
     sql: str
     params: Mapping[str, Any] | Sequence[Any] | None = None
     fetch: Fetch = "one"
+    prepared: bool = True
 
 
 @dataclass(frozen=True, slots=True)

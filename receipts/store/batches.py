@@ -119,7 +119,7 @@ def opened(new: NewBatch, *, at: datetime) -> Batch:
 
 
 def _receipts(batch: Batch) -> Steps[list[Receipt]]:
-    rows = yield Query(RECEIPTS, {"ids": batch.receipt_ids}, fetch="all")
+    rows = yield Query(RECEIPTS, {"ids": batch.receipt_ids}, fetch="all", prepared=False)  # as calls.get_many
     found = {receipt.id: receipt for receipt in map(Receipt.from_values, rows)}
     return [found[receipt_id] for receipt_id in batch.receipt_ids if receipt_id in found]
 

@@ -317,7 +317,8 @@ def attempt_claimed_by(receipt_id: str, actor: str) -> Steps[int | None]:
 def get_many(wanted: list[tuple[str | None, str]]) -> Steps[list[Receipt | None]]:
     """Receipts by ``(tenant_id, receipt_id)``, in order, in one statement; None where there is no such
     receipt for that tenant (a ``None`` tenant: whatever its tenant, for workers and the sweeper)."""
-    rows = yield Query(sql.GET_MANY, {"ids": sorted({receipt_id for _, receipt_id in wanted})}, fetch="all")
+    rows = yield Query(sql.GET_MANY, {"ids": sorted({receipt_id for _, receipt_id in wanted})}, fetch="all",
+                       prepared=False)  # its best plan depends on how many receipts there are (see Query)
     found = {receipt.id: receipt for receipt in map(Receipt.from_values, rows)}
     results: list[Receipt | None] = []
     for tenant_id, receipt_id in wanted:

@@ -224,7 +224,8 @@ def _attempts(message_ids: list[str]) -> Steps[dict[str, list[Attempt]]]:
     found: dict[str, list[Attempt]] = {message_id: [] for message_id in message_ids}
     if message_ids:
         rows = yield Query(f"SELECT {', '.join(ATTEMPT_COLUMNS)} FROM webhook_attempts "
-                           "WHERE message_id = ANY(%(ids)s) ORDER BY id", {"ids": message_ids}, fetch="all")
+                           "WHERE message_id = ANY(%(ids)s) ORDER BY id", {"ids": message_ids}, fetch="all",
+                           prepared=False)  # its best plan depends on the table's size (see Query)
         for row in rows:
             found[row[1]].append(Attempt.from_row(dict(zip(ATTEMPT_COLUMNS, row, strict=True))))
     return found

@@ -78,3 +78,26 @@ def test_claim_finish_and_retry_use_the_primary_key_under_a_backlog(backlog: Dat
     by_sql = {sql: params for sql, params in statements}
     for sql in (statements_sql.CLAIM_SQL, statements_sql.RETRY_SQL, statements_sql.FINISH_SQL):
         assert receipt_scans(backlog, sql, by_sql[sql]) == [("Index Scan", "receipts_pkey")], sql
+
+
+@operation
+def _prepared_statements() -> Steps[list[str]]:
+    rows = yield Query("SELECT statement FROM pg_prepared_statements", fetch="all")
+    return [row[0] for row in rows]
+
+
+def test_reads_of_sets_of_receipts_are_never_kept_prepared(db: Database) -> None:
+    """A prepared statement's generic plan is made for the table as it was: a read of a set of ids
+    prepared on a small table scans the whole table as it grows, until something analyzes it."""
+    single = Database(db.url, pool_size=1, name="toolrelay-test-plans")
+    try:
+        first, _ = single.run(calls.create(call(spec("echo"))))
+        control = Query("SELECT id FROM receipts WHERE id = %(id)s", {"id": first.id})
+        for _ in range(12):  # psycopg prepares a statement from its fifth run on a connection
+            assert single.run(calls.get_many([(None, first.id)])) == [first]
+            assert single.run(_statement(control)) == (first.id,)
+        prepared = single.run(_prepared_statements())
+        assert any("SELECT id FROM receipts WHERE id =" in text for text in prepared)  # any other: kept
+        assert not any("FROM receipts WHERE id = ANY" in text for text in prepared)  # get_many: planned each time
+    finally:
+        single.dispose()
