@@ -1,7 +1,7 @@
 """FastAPI dependencies: who is calling, and the services of this app.
 
 Routes take the app's services from their request (:func:`services_of`), not as a dependency: each
-dependency costs FastAPI a solve per request, and one for the services was a fifth of a receipt read.
+dependency costs FastAPI a solve per request (10-16 µs here, near a tenth of a receipt read).
 
 * ``CallerDep``: the caller (its tenant and its key's scopes), for routes that apply the key's tool
   scope themselves: submitting, batches, receipts, the catalogue.
