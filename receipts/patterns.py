@@ -81,8 +81,8 @@ FORMAT_CHECKER.checks("regex", raises=UnsupportedPattern)(_is_pattern)
 
 
 def validator(schema: Any) -> Draft202012Validator:
-    """The validator of instances of ``schema`` (JSON Schema 2020-12), its patterns matched by RE2."""
-    install()
+    """The validator of instances of ``schema`` (JSON Schema 2020-12), its patterns matched by RE2
+    (installed as this module is imported)."""
     return Draft202012Validator(schema)
 
 
