@@ -34,13 +34,17 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is reported to whoever defined it, not to stderr
+# What one compiled pattern may take (its program and the cache of its matching automaton; past
+# that RE2 still matches in linear time, without the cache), and how many are kept: 1 GiB at most.
+_OPTIONS.max_mem = 2 << 20
+CACHED = 512
 
 
 class UnsupportedPattern(ValueError):
     """A pattern RE2 cannot run (lookaround, a backreference, a repetition over 1000)."""
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=CACHED)
 def compiled(pattern: str) -> Any:
     """``pattern`` compiled by RE2 (cached). Raises UnsupportedPattern with RE2's reason."""
     try:
