@@ -79,7 +79,7 @@ def install(app: Celery, settings: Settings, db: Callable[[], Database],
     time_limit = RUN_FOR_S + lease_for(settings.webhook_timeout_s, settings.webhook_batch,
                                        settings.webhook_concurrency) + 30
 
-    @app.task(name=DELIVER_TASK, ignore_result=True, time_limit=time_limit, shared=False)  # as workers.celery_app
+    @app.task(name=DELIVER_TASK, ignore_result=True, time_limit=time_limit)
     def deliver() -> None:
         with tracer.start_as_current_span(DELIVER_TASK, kind=SpanKind.CONSUMER):
             report = dispatcher().run(max_s=RUN_FOR_S)

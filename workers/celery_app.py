@@ -144,13 +144,8 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
 
     # The custom request records an attempt killed by the hard time limit (workers.hard_limit).
     request = execute_request(HardLimitRecorder(lambda: services.db, app))
-    # Every task is this app's alone (shared=False): Celery would otherwise give a task to every app
-    # made later in the process, and a later app's task of the same name could run this one's
-    # services (`toolrelay dev` holds the gateway's app and the worker's in one process; tests make
-    # several; tests/unit/workers/test_execute_retry.py failed that way).
 
-    @app.task(name=EXECUTE_TASK, ignore_result=True, Request=request, bind=True, max_retries=EXECUTE_RETRIES,
-              shared=False)
+    @app.task(name=EXECUTE_TASK, ignore_result=True, Request=request, bind=True, max_retries=EXECUTE_RETRIES)
     def execute(task: Task, receipt_id: str, lease_s: float | None = None) -> None:
         try:
             services.executor.execute(receipt_id, lease_s)
@@ -161,12 +156,12 @@ def make_celery(settings: Settings, *, registry: Registry | None = None, kinds: 
             raise task.retry(countdown=EXECUTE_RETRY_S, exc=exc) from exc
 
     # One model call per task (workers/runs.py): the hard limit is that call's, plus the time to store it.
-    @app.task(name=RUN_TASK, ignore_result=True, queue=RUNS_QUEUE, shared=False,
+    @app.task(name=RUN_TASK, ignore_result=True, queue=RUNS_QUEUE,
               time_limit=settings.model_timeout_s + settings.lease_grace_s / 2)
     def run(run_id: str) -> None:
         services.runs.advance(run_id)
 
-    @app.task(name=SWEEP_TASK, ignore_result=True, shared=False)
+    @app.task(name=SWEEP_TASK, ignore_result=True)
     def sweep() -> None:  # on demand only; beat sweeps on a thread of its own
         with tracer.start_as_current_span(SWEEP_TASK, kind=SpanKind.CONSUMER):
             sweep_once(services.db, app, settings, metrics=services.metrics)

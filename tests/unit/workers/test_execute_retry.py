@@ -1,9 +1,14 @@
 """The execute task when the database does not answer: the same message again a second later, as
 long as it keeps not answering (up to EXECUTE_RETRIES), then left to the sweeper. Run eagerly: a
-retry of an eager task runs again at once, with the arguments of the first."""
+retry of an eager task runs again at once, with the arguments of the first.
+
+The executor is replaced on the class: Celery gives a task to every app made later in the process,
+and a later app's task of the same name is the first app's, with that app's services.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
@@ -12,7 +17,7 @@ import pytest
 from receipts.errors import Unavailable
 from receipts.messages import EXECUTE_TASK
 from receipts.settings import Settings
-from workers.celery_app import EXECUTE_RETRIES, EXECUTE_RETRY_S, make_celery
+from workers.celery_app import EXECUTE_RETRIES, EXECUTE_RETRY_S, WorkerServices, make_celery
 
 
 class Executor:
@@ -29,13 +34,23 @@ class Executor:
             raise self.failure
 
 
-def execute_task(executor: Executor) -> Any:
-    worker = make_celery(Settings(broker_url="memory://"))
-    worker.services.executor = executor  # type: ignore[misc]  # the task's own, in place of the database's
-    return worker.app.tasks[EXECUTE_TASK]
+@pytest.fixture
+def execute_task() -> Iterator[Callable[[Executor], Any]]:
+    task = make_celery(Settings(broker_url="memory://")).app.tasks[EXECUTE_TASK]
+    patches: list[Any] = []
+
+    def with_executor(executor: Executor) -> Any:
+        patch = mock.patch.object(WorkerServices, "executor", new=property(lambda _: executor))
+        patch.start()
+        patches.append(patch)
+        return task
+
+    yield with_executor
+    for patch in patches:
+        patch.stop()
 
 
-def test_an_execute_the_database_did_not_answer_is_sent_again_a_second_later() -> None:
+def test_an_execute_the_database_did_not_answer_is_sent_again_a_second_later(execute_task: Any) -> None:
     executor = Executor(failing=3)
     task = execute_task(executor)
     with mock.patch.object(task, "retry", wraps=task.retry) as retry:
@@ -47,7 +62,7 @@ def test_an_execute_the_database_did_not_answer_is_sent_again_a_second_later() -
     assert all(isinstance(call.kwargs["exc"], Unavailable) for call in retry.call_args_list)
 
 
-def test_after_its_retries_the_execute_is_left_to_the_sweeper() -> None:
+def test_after_its_retries_the_execute_is_left_to_the_sweeper(execute_task: Any) -> None:
     executor = Executor(failing=EXECUTE_RETRIES + 5)
     result = execute_task(executor).apply(args=("rcpt_2", None))
     assert result.state == "FAILURE" and isinstance(result.result, Unavailable)
@@ -55,7 +70,7 @@ def test_after_its_retries_the_execute_is_left_to_the_sweeper() -> None:
 
 
 @pytest.mark.parametrize("failure", [RuntimeError("a bug"), KeyError("receipt")])
-def test_any_other_error_is_not_retried(failure: Exception) -> None:
+def test_any_other_error_is_not_retried(execute_task: Any, failure: Exception) -> None:
     executor = Executor(failing=1, failure=failure)
     result = execute_task(executor).apply(args=("rcpt_3", None))
     assert result.state == "FAILURE" and result.result is failure
