@@ -8,7 +8,7 @@ and a later app's task of the same name is the first app's, with that app's serv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
@@ -35,19 +35,14 @@ class Executor:
 
 
 @pytest.fixture
-def execute_task() -> Iterator[Callable[[Executor], Any]]:
+def execute_task(monkeypatch: pytest.MonkeyPatch) -> Callable[[Executor], Any]:
     task = make_celery(Settings(broker_url="memory://")).app.tasks[EXECUTE_TASK]
-    patches: list[Any] = []
 
     def with_executor(executor: Executor) -> Any:
-        patch = mock.patch.object(WorkerServices, "executor", new=property(lambda _: executor))
-        patch.start()
-        patches.append(patch)
+        monkeypatch.setattr(WorkerServices, "executor", property(lambda _: executor))
         return task
 
-    yield with_executor
-    for patch in patches:
-        patch.stop()
+    return with_executor
 
 
 def test_an_execute_the_database_did_not_answer_is_sent_again_a_second_later(execute_task: Any) -> None:
