@@ -36,6 +36,7 @@ import psycopg
 from psycopg.pq import Format, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
+from receipts.db.jsoncodec import ADAPTERS
 from receipts.db.operations import Announce, Op, Query, Steps, operation
 from receipts.db.placeholders import raw
 from receipts.errors import NotConfigured, Unavailable
@@ -200,7 +201,7 @@ class Database:
     def connect_kwargs(self) -> dict[str, Any]:
         """What every connection of this database is opened with (also for LISTEN connections)."""
         return {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S, "application_name": self.name,
-                "options": "-c timezone=UTC"}
+                "options": "-c timezone=UTC", "context": ADAPTERS}
 
     # -- listeners ------------------------------------------------------------------------------
 
