@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Request
 
 from gateway.batches import accept_batch
-from gateway.deps import CallerDep, services_of
+from gateway.deps import CallerDep, get_caller, services_of
+from gateway.params import WAIT_S, Param, documented
 from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
@@ -70,9 +71,13 @@ async def create_batch(request: Request, body: BatchRequest, caller: CallerDep,
     return batch_response(batch, replayed)
 
 
-@router.get("/batches/{batch_id}", response_model=BatchBody, responses=PROBLEMS)
-async def get_batch(batch_id: str, request: Request, caller: CallerDep,
-                    wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
+BATCH_ID = Param("batch_id", "path", str)
+
+
+@router.get("/batches/{batch_id}", response_model=BatchBody, responses=PROBLEMS,
+            openapi_extra=documented(BATCH_ID, WAIT_S))
+async def get_batch(request: Request) -> JSONResponse:
     """A batch; with ``wait_s``, long-poll up to that many seconds for it to complete."""
-    services = services_of(request)
-    return batch_response(await read_batch(services, caller, batch_id, wait_s))
+    caller = await get_caller(request)  # its parameters are read here: see gateway.params
+    batch_id, wait_s = BATCH_ID.read(request), WAIT_S.read(request)
+    return batch_response(await read_batch(services_of(request), caller, batch_id, wait_s))

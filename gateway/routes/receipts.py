@@ -12,7 +12,8 @@ from fastapi import APIRouter, Header, Query, Request
 
 from agents.batches import completion
 from gateway.calls import accept, publish
-from gateway.deps import CallerDep, TenantDep, services_of
+from gateway.deps import CallerDep, TenantDep, get_caller, services_of
+from gateway.params import WAIT_S, Param, documented
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.schemas import (
@@ -81,10 +82,15 @@ async def create_tool_call(request: Request, body: ToolCallRequest, caller: Call
     return receipt_response(receipt, 200 if receipt.terminal else 202)
 
 
-@router.get("/receipts/{receipt_id}", response_model=ReceiptBody, responses=PROBLEMS)
-async def get_receipt(receipt_id: str, request: Request, caller: CallerDep,
-                      wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
+RECEIPT_ID = Param("receipt_id", "path", str)
+
+
+@router.get("/receipts/{receipt_id}", response_model=ReceiptBody, responses=PROBLEMS,
+            openapi_extra=documented(RECEIPT_ID, WAIT_S))
+async def get_receipt(request: Request) -> JSONResponse:
     """A receipt; with ``wait_s``, long-poll up to that many seconds for a terminal state."""
+    caller = await get_caller(request)  # its parameters are read here: see gateway.params
+    receipt_id, wait_s = RECEIPT_ID.read(request), WAIT_S.read(request)
     services = services_of(request)
     if wait_s:
         receipt = await wait_for_terminal(services, caller, receipt_id, wait_s)
