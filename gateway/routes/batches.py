@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Request
 
 from gateway.batches import accept_batch
 from gateway.deps import CallerDep, get_caller, services_of
-from gateway.params import WAIT_S, Param, documented
+from gateway.params import IDEMPOTENCY_KEY, WAIT_S, Param, documented
 from gateway.responses import JSONResponse
 from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
@@ -49,9 +47,9 @@ def batch_response(batch: Batch, replayed: bool = False) -> JSONResponse:
 
 
 @router.post("/batches", status_code=202, response_model=BatchBody,
-             responses={200: {"model": BatchBody, "description": "every call ended within wait_s"}, **PROBLEMS})
-async def create_batch(request: Request, body: BatchRequest, caller: CallerDep,
-                       idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
+             responses={200: {"model": BatchBody, "description": "every call ended within wait_s"}, **PROBLEMS},
+             openapi_extra=documented(IDEMPOTENCY_KEY))
+async def create_batch(request: Request, body: BatchRequest, caller: CallerDep) -> JSONResponse:
     """Run a model's tool calls, given in its own format; answer with the messages to append.
 
     Every call becomes a receipt (the model's call id, the batch's trace), all stored in one
@@ -62,7 +60,7 @@ async def create_batch(request: Request, body: BatchRequest, caller: CallerDep,
     The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
     """
     services = services_of(request)
-    batch, receipts, replayed = await accept_batch(services, caller, body, idempotency_key,
+    batch, receipts, replayed = await accept_batch(services, caller, body, IDEMPOTENCY_KEY.read(request),
                                                    tracing.accepted_under(request.headers))
     if replayed:  # another key's batch under the same Idempotency-Key: shown only if this key could see it
         in_scope(caller, batch, receipts)

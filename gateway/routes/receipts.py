@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from agents.batches import completion
 from gateway.calls import accept, publish
 from gateway.deps import CallerDep, TenantDep, get_caller, services_of
-from gateway.params import WAIT_S, Param, documented
+from gateway.params import IDEMPOTENCY_KEY, WAIT_S, Param, documented
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
 from gateway.schemas import (
@@ -63,9 +63,9 @@ def receipt_response(receipt: Receipt, status_code: int, replayed: bool = False)
 
 
 @router.post("/tool-calls", status_code=202, response_model=ReceiptBody,
-             responses={200: {"model": ReceiptBody, "description": "terminal within wait_s, or a replay"}, **PROBLEMS})
-async def create_tool_call(request: Request, body: ToolCallRequest, caller: CallerDep,
-                           idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
+             responses={200: {"model": ReceiptBody, "description": "terminal within wait_s, or a replay"}, **PROBLEMS},
+             openapi_extra=documented(IDEMPOTENCY_KEY))
+async def create_tool_call(request: Request, body: ToolCallRequest, caller: CallerDep) -> JSONResponse:
     """Accept a tool call. 202 with the pending receipt once it is durably stored.
 
     With ``wait_s``, answers 200 with the terminal receipt if it settles in time. The same
@@ -74,7 +74,8 @@ async def create_tool_call(request: Request, body: ToolCallRequest, caller: Call
     ``traceparent`` header is continued: the call's execution and its requests join that trace.
     """
     services = services_of(request)
-    receipt, replayed = await accept(services, caller, body, idempotency_key, tracing.accepted_under(request.headers))
+    receipt, replayed = await accept(services, caller, body, IDEMPOTENCY_KEY.read(request),
+                                     tracing.accepted_under(request.headers))
     if replayed:
         return receipt_response(receipt, 200, replayed=True)
     if body.wait_s and receipt.status != states.WAITING:  # a client-run call waits for its client

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import pytest
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.testclient import TestClient
 
 from gateway import problems
-from gateway.params import WAIT_S, Param, documented
+from gateway.params import IDEMPOTENCY_KEY, WAIT_S, Param, documented
 from gateway.responses import JSONResponse
 
 THING_ID = Param("thing_id", "path", str)
@@ -21,12 +21,14 @@ def reference_app() -> FastAPI:
     problems.install(app)
 
     @app.get("/declared/{thing_id}")
-    async def declared(thing_id: str, wait_s: Annotated[float, Query(ge=0, le=60)] = 0) -> JSONResponse:
-        return JSONResponse({"thing_id": thing_id, "wait_s": wait_s})
+    async def declared(thing_id: str, wait_s: Annotated[float, Query(ge=0, le=60)] = 0,
+                       idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
+        return JSONResponse({"thing_id": thing_id, "wait_s": wait_s, "key": idempotency_key})
 
-    @app.get("/read/{thing_id}", openapi_extra=documented(THING_ID, WAIT_S))
+    @app.get("/read/{thing_id}", openapi_extra=documented(THING_ID, WAIT_S, IDEMPOTENCY_KEY))
     async def read(request: Request) -> JSONResponse:
-        return JSONResponse({"thing_id": THING_ID.read(request), "wait_s": WAIT_S.read(request)})
+        return JSONResponse({"thing_id": THING_ID.read(request), "wait_s": WAIT_S.read(request),
+                             "key": IDEMPOTENCY_KEY.read(request)})
 
     return app
 
@@ -45,6 +47,12 @@ def test_values_and_refusals_are_fastapis(query: dict[str, Any]) -> None:
     read = client.get("/read/t_1", params=query)
     assert (read.status_code, read.headers["content-type"], read.json()) == \
            (declared.status_code, declared.headers["content-type"], declared.json())
+
+
+@pytest.mark.parametrize("headers", [{}, {"Idempotency-Key": "k1"}, {"idempotency-key": ""}])
+def test_the_idempotency_key_is_read_as_fastapi_reads_it(headers: dict[str, str]) -> None:
+    client = TestClient(reference_app())
+    assert client.get("/read/t_1", headers=headers).json() == client.get("/declared/t_1", headers=headers).json()
 
 
 def test_a_refusal_names_the_parameter() -> None:
