@@ -67,6 +67,10 @@ def configure(settings: Settings, *, celery: bool = False) -> None:
     """
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    # Neither format writes where a line was logged from, nor the thread or process: records skip
+    # finding them out (the logging HOWTO's "Optimization"), a third of the cost of each call's line.
+    logging._srcfile = None  # type: ignore[attr-defined]  # noqa: SLF001 - documented there
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
