@@ -31,7 +31,6 @@ messages come back soon after.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from receipts.db import Database
+from receipts.db import Database, jsoncodec
 from receipts.outbound.guard import OutboundGuard
 from receipts.telemetry import tracing
 from receipts.webhooks import queue
@@ -196,7 +195,7 @@ class Dispatcher:
             if message.refusal is not None:
                 return self.policy.settle(message, Outcome(started=time.monotonic(), error=message.refusal, sent=False,
                                                            blames_receiver=False))
-            body = json.dumps(message.payload, separators=(",", ":"), ensure_ascii=False)
+            body = jsoncodec.compact(message.payload)
             # The endpoint's gate first: a message waiting for its endpoint takes none of the run's slots.
             async with lanes.gate(message.lane), gate:
                 with tracer.start_as_current_span(f"webhook {message.event_type}", kind=SpanKind.PRODUCER,

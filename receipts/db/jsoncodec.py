@@ -9,7 +9,7 @@ neither integers beyond 64 bits nor objects with keys that are not strings. So:
 
 * :func:`loads` hands a document holding a run of 19 or more digits (a number orjson might read
   wrong, or merely a long digit string) to ``json.loads``, and any document orjson refuses too;
-* :func:`dumps` hands any value orjson refuses to ``json.dumps``.
+* :func:`dumps` (and :func:`compact`, for webhook bodies) hands any value orjson refuses to ``json.dumps``.
 
 Every other document decodes to equal values either way. What is stored is checked first
 (:mod:`receipts.storable`): no NaN or infinity, which orjson would write as ``null``.
@@ -50,6 +50,15 @@ def dumps(value: Any) -> bytes | str:
         return orjson.dumps(value)
     except TypeError:  # an integer beyond 64 bits, a key that is not a string, a lone surrogate
         return json.dumps(value)
+
+
+def compact(value: Any) -> str:
+    """Compact JSON text for ``value`` with its characters as they are (no ``\\u`` escapes), as a webhook
+    body is sent: orjson's, or ``json.dumps``'s for what orjson refuses."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 ADAPTERS = AdaptersMap(psycopg.adapters)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from receipts.db import Database, Query, Steps, operation
-from receipts.db.jsoncodec import dumps, loads
+from receipts.db.jsoncodec import compact, dumps, loads
 from receipts.store import calls
 from tests.support.factories import TENANT, call
 
@@ -38,6 +38,14 @@ def test_loads_falls_back_where_orjson_refuses() -> None:
 def test_dumps_writes_what_orjson_cannot() -> None:
     assert json.loads(dumps({"big": 2**70})) == {"big": 2**70}
     assert json.loads(dumps({1: "a"})) == {"1": "a"}  # a key that is no string, as json.dumps writes it
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_compact_text_is_what_json_writes_compactly(document: Any) -> None:
+    text = compact(document)
+    assert isinstance(text, str) and json.loads(text) == document
+    assert " " not in text.replace("é ☃ 𝄞", "") and "\\u" not in text  # compact, characters as they are
+    assert text == json.dumps(document, separators=(",", ":"), ensure_ascii=False)
 
 
 @operation
