@@ -102,6 +102,10 @@ def scale_rows(s: dict[str, Any]) -> list[Row]:
         ("scale: POST req/s empty / full",
          f"{post['empty']['requests_per_s']:.0f} / {post['full']['requests_per_s']:.0f}", ""),
         ("scale: POST rate change", f"{post['rate_change_pct']:+.1f} %", "within 10 %"),
+        ("scale: SQL alone, one at a time p50/p99 ms, empty", _pair(s["sql_latency"]["empty"]), ""),
+        ("scale: SQL alone, one at a time p50/p99 ms, full", _pair(s["sql_latency"]["full"]), ""),
+        ("scale: page cache MiB at the end / table + indexes MiB",
+         f"{s['page_cache_mb']:,} / {gen['table_and_indexes_mb']:,}", ""),
         ("scale: unexpected answers", str(wrong), "0"),
     ]
 
