@@ -12,7 +12,8 @@ neither integers beyond 64 bits nor objects with keys that are not strings. So:
 * :func:`dumps` (and :func:`compact`, for webhook bodies) hands any value orjson refuses to ``json.dumps``.
 
 Every other document decodes to equal values either way. What is stored is checked first
-(:mod:`receipts.storable`): no NaN or infinity, which orjson would write as ``null``.
+(:mod:`receipts.storable`): no NaN or infinity, which orjson would write as ``null``. (orjson also
+writes what ``json.dumps`` refuses, a datetime or a UUID; the store is handed JSON values only.)
 
 :data:`ADAPTERS` is the adapter map the store's connections are opened with (``context=``): psycopg's
 defaults with these two functions for ``json`` and ``jsonb``, so no other psycopg user in the process
