@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -19,7 +20,9 @@ KEY = "trk_dev-webhooks-acceptance"
 
 
 @contextmanager
-def dev(tmp: Path, port: int, name: str = "dev") -> Iterator[httpx.Client]:
+def dev(tmp: Path, port: int, name: str = "dev", *, stop: int = signal.SIGTERM) -> Iterator[httpx.Client]:
+    """A ``toolrelay dev`` serving ``tmp/data`` while in the block, ended with ``stop`` after it: SIGTERM
+    stops its embedded PostgreSQL too; SIGKILL leaves that running, for the next dev to find."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLRELAY_")}
     env.update({"PYTHONPATH": str(ROOT), "TOOLRELAY_OUTBOUND_ALLOW_CIDRS": "127.0.0.0/8",
                 "TOOLRELAY_WEBHOOK_RETRY_SCHEDULE": "0,1,1,1,1,1,1,1"})
@@ -31,7 +34,7 @@ def dev(tmp: Path, port: int, name: str = "dev") -> Iterator[httpx.Client]:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as client:
             yield client
     finally:
-        process.kill()
+        process.kill(stop)
 
 
 def register(client: httpx.Client, receiver: Receiver, **body: Any) -> dict[str, Any]:
@@ -61,11 +64,11 @@ def test_dev_mode_killed_mid_delivery_delivers_after_restart(tmp_path: Path) -> 
     port = free_port()
     with Receiver() as receiver:
         receiver.respond(Reply(200, delay_s=120))  # the first attempt hangs until the process dies
-        with dev(tmp_path, port, "dev-first") as client:
+        with dev(tmp_path, port, "dev-first", stop=signal.SIGKILL) as client:
             register(client, receiver, event_types=["receipt.succeeded"])
             client.post("/v1/tool-calls", json={"tool": "echo", "arguments": {"n": 1}})
             hanging = receiver.wait_for(1, timeout=60)[0]
-        # SIGKILLed while the message was leased to its dispatcher (a lease of two minutes by default).
+        # Killed while the message was leased to its dispatcher (a lease of two minutes by default).
         started = time.monotonic()
         with dev(tmp_path, port, "dev-second"):
             again = receiver.wait_for(2, timeout=60)[1]
