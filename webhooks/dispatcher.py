@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
-from receipts.db import Database, jsoncodec
+from receipts import jsoncodec
+from receipts.db import Database
 from receipts.outbound.guard import OutboundGuard
 from receipts.telemetry import tracing
 from receipts.webhooks import queue
@@ -204,9 +205,9 @@ class Dispatcher:
                                                               "toolrelay.receipt_id": message.receipt_id,
                                                               "toolrelay.webhook.attempt": message.attempts + 1}):
                     # Signed only now: a message may have waited for a free slot, and the timestamp must be fresh.
-                    headers = self.signer.headers(message.id, message.receipt_id, body, message.secrets)
+                    headers = self.signer.headers(message.id, message.receipt_id, body.decode(), message.secrets)
                     tracing.inject(headers)
-                    outcome = await transport.post(message.url, body.encode(), headers)
+                    outcome = await transport.post(message.url, body, headers)
             return self.policy.settle(message, outcome)
         except Exception as exc:  # noqa: BLE001 - e.g. an unreadable secret: log the attempt, retry later
             log.warning("webhooks: message %s not sent: %s", message.id, type(exc).__name__)

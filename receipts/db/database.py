@@ -36,10 +36,10 @@ import psycopg
 from psycopg.pq import Format, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from receipts.db.jsoncodec import ADAPTERS
 from receipts.db.operations import Announce, Op, Query, Steps, operation
 from receipts.db.placeholders import raw
 from receipts.errors import NotConfigured, Unavailable
+from receipts.jsoncodec import ADAPTERS
 from receipts.settings import Settings
 
 T = TypeVar("T")

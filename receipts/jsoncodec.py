@@ -1,4 +1,5 @@
-"""JSON to and from PostgreSQL by orjson, with the standard library wherever orjson would differ.
+"""JSON by orjson, with the standard library wherever orjson would differ: the store's, the API's
+response bodies and the webhooks' bodies.
 
 psycopg encodes and decodes ``json``/``jsonb`` with the standard library's ``json`` unless told
 otherwise; every call's arguments, metadata, output and error go through it, on every write and
@@ -9,7 +10,9 @@ neither integers beyond 64 bits nor objects with keys that are not strings. So:
 
 * :func:`loads` hands a document holding a run of 19 or more digits (a number orjson might read
   wrong, or merely a long digit string) to ``json.loads``, and any document orjson refuses too;
-* :func:`dumps` (and :func:`compact`, for webhook bodies) hands any value orjson refuses to ``json.dumps``.
+* :func:`dumps` hands any value orjson refuses to ``json.dumps``;
+* :func:`compact` writes the bytes of a response or webhook body (compact, characters as they are):
+  orjson's, or for what orjson refuses Starlette's own rendering of a ``JSONResponse``.
 
 Every other document decodes to equal values either way. What is stored is checked first
 (:mod:`receipts.storable`): no NaN or infinity, which orjson would write as ``null``. (orjson also
@@ -53,13 +56,13 @@ def dumps(value: Any) -> bytes | str:
         return json.dumps(value)
 
 
-def compact(value: Any) -> str:
-    """Compact JSON text for ``value`` with its characters as they are (no ``\\u`` escapes), as a webhook
-    body is sent: orjson's, or ``json.dumps``'s for what orjson refuses."""
+def compact(value: Any) -> bytes:
+    """Compact JSON for ``value`` with its characters as they are (no ``\\u`` escapes), as UTF-8: the bytes
+    Starlette's ``JSONResponse`` renders, in orjson's time where orjson writes them."""
     try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return orjson.dumps(value)
+    except TypeError:  # an integer beyond 64 bits, a key that is not a string, a lone surrogate
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 ADAPTERS = AdaptersMap(psycopg.adapters)
