@@ -24,7 +24,6 @@ from receipts.errors import NotFound
 from receipts.ids import new_id
 from receipts.records import Batch, Caller, Receipt
 from receipts.settings import Settings
-from receipts.store import batches
 from receipts.store.batches import NewBatch
 from receipts.store.calls import fingerprint
 from receipts.submission import CheckedTool
@@ -94,7 +93,7 @@ async def accept_batch(services: Services, caller: Caller, body: BatchRequest, h
                    request_hash=request_hash(services.settings, request, tools.values()),
                    max_result_chars=body.max_result_chars, metadata=body.metadata, webhook_url=body.webhook_url,
                    entries=entries)
-    batch, receipts, replayed = await services.db.arun(batches.open_batch(new, agent_batches.render))
+    batch, receipts, replayed = await services.open_batch(new)
     if not replayed:
         for receipt in receipts:
             if receipt.status == states.PENDING:

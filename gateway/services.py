@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
+from agents.batches import render
+
 from gateway.auth import KeyCache
 from gateway.batching import Batcher
 from gateway.metrics import GatewayMetrics
@@ -20,7 +22,8 @@ from receipts.outbound.guard import OutboundGuard
 from receipts.records import Receipt
 from receipts.secretbox import SecretBox
 from receipts.settings import Settings
-from receipts.store import calls
+from receipts.store import batches, calls
+from receipts.store.batches import NewBatch, Opened
 from receipts.store.calls import Accepted, NewCall
 from receipts.submission import CheckedTool
 from receipts.webhooks.endpoints import Endpoints
@@ -65,10 +68,11 @@ class Services:
         # How an accepted receipt's execute message goes out: batched off the request path in
         # production (gateway/publisher.py), inline when a sender is handed in (embedded mode, tests).
         self.publish = publish or (lambda receipt: publish_execute(sender, receipt, grace_s=settings.lease_grace_s))
-        # Concurrent requests' reads of receipts, and their pending calls, go to PostgreSQL a batch
-        # per statement (gateway/batching.py).
+        # Concurrent requests' reads of receipts, their pending calls and the batches they open go to
+        # PostgreSQL a lot per statement (gateway/batching.py).
         self.read_receipt: Batcher[tuple[str, str], Receipt] = Batcher(self._read_many)
         self.accept_pending: Batcher[NewCall, Accepted] = Batcher(self._accept_many)
+        self.open_batch: Batcher[NewBatch, Opened] = Batcher(self._open_many, max_size=16)
         self.keys = KeyCache(db, settings.auth_cache_s)
         self.buckets: Buckets | None = build_buckets(settings)  # None: no rate limits
         self.tools = ToolCache(db, settings.catalogue_cache_s)
@@ -87,6 +91,10 @@ class Services:
 
     async def _accept_many(self, new_calls: list[NewCall]) -> list[Accepted | BaseException]:
         results = await self.db.arun(calls.create_many(new_calls))
+        return [*results]
+
+    async def _open_many(self, news: list[NewBatch]) -> list[Opened | BaseException]:
+        results = await self.db.arun(batches.open_many(news, render))
         return [*results]
 
     def box(self) -> SecretBox:

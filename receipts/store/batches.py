@@ -1,6 +1,6 @@
 """Batches: the tool calls of one agent step, opened together, completed once every call is terminal.
 
-Opening a batch is one statement: the batch row and a receipt per call (``receipts.batch_id``),
+Opening batches is one statement: each batch's row and a receipt per call (``receipts.batch_id``),
 with their timeline and outbox rows, so the calls of a step exist together or not at all, and a
 retried step (the same idempotency key) finds the batch its first try opened instead of opening
 another. Completing one happens when its
@@ -34,17 +34,25 @@ from receipts.webhooks.announce import announce
 Render = Callable[[Batch, list[Receipt]], list[dict[str, Any]]]
 
 _BATCH = ", ".join(BATCH_COLUMNS)
+# New batches, any number in one statement: ``%(batches)s`` is a JSON array of them, one object per
+# batch with these fields (read back with jsonb_to_recordset, like the calls' rows).
+NEW_BATCH = (("id", "text"), ("tenant_id", "text"), ("trace_id", "text"), ("format", "text"),
+             ("receipt_ids", "text[]"), ("idempotency_key", "text"), ("request_hash", "text"),
+             ("max_result_chars", "int"), ("metadata", "jsonb"), ("webhook_url", "text"))
 OPEN = f"""
 INSERT INTO batches ({_BATCH})
-VALUES (%(id)s, %(tenant_id)s, %(trace_id)s, %(format)s, 'running', %(receipt_ids)s, %(idempotency_key)s,
-        %(request_hash)s, %(max_result_chars)s, %(metadata)s, %(webhook_url)s, NULL, now(), now(), NULL)
+SELECT n.id, n.tenant_id, n.trace_id, n.format, 'running', n.receipt_ids, n.idempotency_key, n.request_hash,
+       n.max_result_chars, n.metadata, n.webhook_url, NULL, now(), now(), NULL
+FROM jsonb_to_recordset(%(batches)s) AS n({", ".join(f"{name} {kind}" for name, kind in NEW_BATCH)})
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING {_BATCH}"""
-# The batch and its calls in one statement: the calls are inserted only if the batch is (a replay
-# inserts neither), and a new batch returns a row even when none of its calls is new (a row of NULLs).
-OPEN_WITH_CALLS = sql.transition(sql.insert(where="WHERE EXISTS (SELECT 1 FROM b)"), announce=True,
+RETURNING id, created_at"""
+# The batches and their calls in one statement: a batch's calls are inserted only if the batch is (a
+# replay inserts neither). Each row starts with the id and creation time of a batch it opened, then
+# one of that batch's new receipts (NULLs when none of its calls is new); a batch not opened has none.
+OPEN_WITH_CALLS = sql.transition(sql.insert(where="WHERE u.batch_id IN (SELECT id FROM b)"), announce=True,
                                  detail=sql.ERROR_DETAIL, first=f"b AS ({OPEN})",
-                                 source="(SELECT 1 FROM b) AS opened LEFT JOIN r ON true")
+                                 source="b LEFT JOIN r ON r.batch_id = b.id",
+                                 leading="b.id AS opened_id, b.created_at AS opened_at")
 BY_KEY = f"SELECT {_BATCH} FROM batches WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
 GET = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s"
 LOCK = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s AND status = 'running' FOR UPDATE"
@@ -81,33 +89,64 @@ def _batch(row: tuple[Any, ...]) -> Batch:
     return Batch(*row)
 
 
+Opened = tuple[Batch, list[Receipt], bool]
+
+
+def _batch_row(new: NewBatch) -> dict[str, Any]:
+    return {"id": new.id, "tenant_id": new.tenant_id, "trace_id": new.trace_id, "format": new.format,
+            "receipt_ids": [entry.receipt_id for entry in new.entries], "idempotency_key": new.idempotency_key,
+            "request_hash": new.request_hash, "max_result_chars": new.max_result_chars, "metadata": new.metadata,
+            "webhook_url": new.webhook_url}
+
+
 @operation
-def open_batch(new: NewBatch, render: Render, *, actor: str = "api") -> Steps[tuple[Batch, list[Receipt], bool]]:
-    """Open ``new`` with a receipt per entry (each entry's call carries the batch's id): ``(batch, its
-    receipts in call order, replayed)``. A batch whose calls all start terminal completes at once.
+def open_many(news: list[NewBatch], render: Render, *,
+              actor: str = "api") -> Steps[list[Opened | IdempotencyMismatch]]:
+    """Open each of ``news`` with a receipt per entry (each entry's call carries its batch's id), all in
+    one statement: for each, in order, ``(batch, its receipts in call order, replayed)``, or the refusal
+    of a key used before for a different request (:class:`IdempotencyMismatch`). A batch whose calls
+    all start terminal completes at once.
+
+    Concurrent duplicates under one key open one batch (the unique index decides, in one statement
+    too): the others read it back as replays.
+    """
+    params = {**calls.insert_params([entry for new in news for entry in new.entries]), "actor": actor,
+              "batches": Jsonb([_batch_row(new) for new in news])}
+    rows = yield Query(OPEN_WITH_CALLS, params, fetch="all")
+    opened_at: dict[str, datetime] = {}
+    receipt_rows: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        opened_at[row[0]] = row[1]
+        receipt_rows.setdefault(row[0], []).append(row[2:])
+    results: list[Opened | IdempotencyMismatch] = []
+    for new in news:
+        if new.id not in opened_at:  # the key opened a batch before: that one is the answer
+            existing = _batch((yield Query(BY_KEY, {"tenant_id": new.tenant_id, "key": new.idempotency_key})))
+            if existing.request_hash != new.request_hash:
+                results.append(IdempotencyMismatch(receipt_id=existing.id))
+            else:
+                results.append((existing, (yield from _receipts(existing)), True))
+            continue
+        accepted = yield from calls.accepted(new.entries, receipt_rows[new.id], actor=actor)
+        receipts = [result[0] for result in accepted if not isinstance(result, BaseException)]
+        batch = opened(new, at=opened_at[new.id])
+        if all(receipt.terminal for receipt in receipts):
+            batch = (yield from subop(complete(batch.id, render))) or batch
+        results.append((batch, receipts, False))
+    return results
+
+
+@operation
+def open_batch(new: NewBatch, render: Render, *, actor: str = "api") -> Steps[Opened]:
+    """:func:`open_many` of one batch.
 
     Raises:
         IdempotencyMismatch: the batch's key was used before for a different request.
     """
-    params = {**calls.insert_params(new.entries), "actor": actor, "id": new.id, "tenant_id": new.tenant_id,
-              "trace_id": new.trace_id, "format": new.format,
-              "receipt_ids": [entry.receipt_id for entry in new.entries], "idempotency_key": new.idempotency_key,
-              "request_hash": new.request_hash, "max_result_chars": new.max_result_chars,
-              "metadata": Jsonb(new.metadata), "webhook_url": new.webhook_url}
-    rows = yield Query(OPEN_WITH_CALLS, params, fetch="all")
-    if not rows:  # the key opened a batch before: that one is the answer
-        existing = _batch((yield Query(BY_KEY, {"tenant_id": new.tenant_id, "key": new.idempotency_key})))
-        if existing.request_hash != new.request_hash:
-            raise IdempotencyMismatch(receipt_id=existing.id)
-        return existing, (yield from _receipts(existing)), True
-    accepted: list[Accepted | IdempotencyMismatch] = yield from calls.accepted(new.entries, rows, actor=actor)
-    receipts = [result[0] for result in accepted if not isinstance(result, BaseException)]
-    batch = opened(new, at=rows[0][RECEIPT_COLUMNS.index("created_at")]) if rows[0][0] is not None else None
-    if batch is None:  # none of its calls was new (a key of its own used before): read what was stored
-        batch = _batch((yield Query(GET, {"id": new.id})))
-    if all(receipt.terminal for receipt in receipts):
-        batch = (yield from subop(complete(batch.id, render))) or batch
-    return batch, receipts, False
+    (result,) = yield from open_many([new], render, actor=actor).steps
+    if isinstance(result, IdempotencyMismatch):
+        raise result
+    return result
 
 
 def opened(new: NewBatch, *, at: datetime) -> Batch:

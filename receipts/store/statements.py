@@ -81,7 +81,7 @@ m AS (
 
 
 def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s", first: str = "",
-               source: str = "r") -> str:
+               source: str = "r", leading: str = "") -> str:
     """``row_statement`` (an INSERT or UPDATE ... RETURNING the receipt's columns and ``before_status``)
     with its timeline and outbox writes.
 
@@ -89,13 +89,15 @@ def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s"
     queued) when the transition happened, none when it did not. ``detail`` is the SQL of the timeline
     event's detail (by default the ``detail`` parameter; a sweep derives it from each row). ``first``
     is CTEs of the same statement that ``row_statement`` builds on (e.g. the batch it inserts into),
-    ``source`` what the final SELECT reads ``r`` from (e.g. a join that keeps a row when ``r`` has none).
+    ``source`` what the final SELECT reads ``r`` from (e.g. a join that keeps a row when ``r`` has none),
+    ``leading`` columns of ``source`` that each row starts with (e.g. that batch's id).
     """
     ctes = [*([first] if first else []), f"r AS ({row_statement})", TIMELINE.format(detail=detail)]
     if announce:
         ctes.append(OUTBOX)
     queued = "(SELECT count(*) FROM m)" if announce else "0"
-    return "WITH " + ",".join(ctes) + f"\nSELECT r.*, {queued} AS outbox_messages FROM {source}"
+    columns = f"{leading}, r.*" if leading else "r.*"
+    return "WITH " + ",".join(ctes) + f"\nSELECT {columns}, {queued} AS outbox_messages FROM {source}"
 
 
 RETURNING = f"RETURNING {COLUMNS}"
