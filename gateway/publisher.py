@@ -17,6 +17,7 @@ import asyncio
 import base64
 import logging
 import queue
+import random
 import threading
 from typing import Any
 
@@ -24,7 +25,6 @@ import orjson
 import redis.asyncio as aioredis
 from celery import Celery
 from celery.utils.nodenames import anon_nodename
-from kombu.utils.uuid import uuid
 
 from receipts.messages import EXECUTE_TASK, execute_call
 from receipts.records import Receipt
@@ -34,6 +34,16 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 500
 _STOP = object()
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))  # the version and variant bits
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)  # version 4, RFC 4122 variant
+
+
+def uuid() -> str:
+    """A random (version 4) UUID as kombu's ``uuid()`` makes a message's ids, at a quarter of its cost: from
+    ``random`` (reseeded in every forked process) rather than the operating system's entropy, which
+    these ids, unique but never secret, do not need."""
+    value = "%032x" % (random.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET)
+    return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
 
 
 class BatchPublisher:

@@ -6,13 +6,15 @@ import asyncio
 import base64
 import json
 import logging
+import os
+import uuid as uuids
 from typing import Any
 
 import pytest
 import redis
 from celery import Celery
 
-from gateway.publisher import BatchPublisher, ExecuteMessages, RedisPublisher, publisher_for, task_message
+from gateway.publisher import BatchPublisher, ExecuteMessages, RedisPublisher, publisher_for, task_message, uuid
 from receipts.db import Database
 from receipts.messages import EXECUTE_TASK, publish_execute, transport_options
 from receipts.settings import Settings
@@ -180,3 +182,22 @@ def test_each_message_after_the_first_has_its_own_id_arguments_and_time_limit(db
         assert {**properties, "correlation_id": ""} == {**celery_properties, "correlation_id": ""}
         assert list(body) == list(celery_body) and body[0] == [receipt.id, receipt.timeout_s + 4]
         assert headers["timelimit"] == [receipt.timeout_s + 2, None]
+
+
+def test_message_ids_are_version_4_uuids_that_a_forked_process_does_not_repeat() -> None:
+    ids = [uuid() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for value in ids:
+        parsed = uuids.UUID(value)
+        assert str(parsed) == value and parsed.version == 4 and parsed.variant == uuids.RFC_4122
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child writes the ids it makes, the parent makes its own: none may be the same
+        os.write(write, " ".join(uuid() for _ in range(100)).encode())
+        os._exit(0)
+    os.close(write)
+    mine = {uuid() for _ in range(100)}
+    os.waitpid(child, 0)
+    with os.fdopen(read) as pipe:
+        theirs = set(pipe.read().split())
+    assert len(theirs) == 100 and not mine & theirs
