@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from receipts import storable
+from receipts import jsoncodec, storable
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ def arguments_from_json(text: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not text.strip():
         return {}, None  # some models send "" for a call without arguments
     try:
-        value = json.loads(text)
+        value = jsoncodec.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
     except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; nesting too deep to read

@@ -35,17 +35,19 @@ from psycopg.adapt import AdaptersMap
 from psycopg.types.json import set_json_dumps, set_json_loads
 
 LONG_DIGITS = re.compile(rb"\d{19}")  # 2**63 has 19 digits: shorter integers are read exactly by orjson
+LONG_DIGITS_TEXT = re.compile(r"\d{19}")
 
 
 def loads(data: bytes | str) -> Any:
-    """``json.loads(data)``, in orjson's time where that gives the same value."""
-    raw = data.encode() if isinstance(data, str) else data
-    if LONG_DIGITS.search(raw) is None:
+    """``json.loads(data)``, in orjson's time where that gives the same value; what orjson refuses
+    (``NaN``, a lone surrogate, a syntax error) ``json.loads`` reads, or refuses with its own error."""
+    digits = LONG_DIGITS_TEXT if isinstance(data, str) else LONG_DIGITS
+    if digits.search(data) is None:  # type: ignore[arg-type]
         try:
-            return orjson.loads(raw)
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(raw)
+    return json.loads(data)
 
 
 def dumps(value: Any) -> bytes | str:

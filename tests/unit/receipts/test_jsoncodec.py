@@ -28,11 +28,25 @@ def test_loads_reads_what_json_reads(document: Any) -> None:
     text = json.dumps(document)
     assert loads(text.encode()) == json.loads(text)
     assert [type(v) for v in _leaves(loads(text.encode()))] == [type(v) for v in _leaves(json.loads(text))]
+    assert loads(text) == json.loads(text)
+    assert [type(v) for v in _leaves(loads(text))] == [type(v) for v in _leaves(json.loads(text))]
 
 
 def test_loads_falls_back_where_orjson_refuses() -> None:
     assert loads(b'{"x": 1e400}') == {"x": float("inf")}  # jsonb holds such a number; json reads it as inf
     assert loads('{"x": 1}') == {"x": 1}  # text as well as bytes
+    assert loads('{"x": NaN}')["x"] != loads('{"x": NaN}')["x"]  # json reads NaN (the store then refuses it)
+    assert loads('{"s": "\\ud800"}') == {"s": "\ud800"}  # a lone surrogate, escaped
+    assert loads('{"s": "\ud800"}') == {"s": "\ud800"}  # and as a character of the text
+
+
+@pytest.mark.parametrize("text", ['{"a": }', '{"a": 1', "", "[1,]", '{"a": "\x01"}'])
+def test_loads_refuses_what_json_refuses_with_its_error(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as got:
+        loads(text)
+    assert type(got.value) is type(expected.value) and str(got.value) == str(expected.value)
 
 
 def test_dumps_writes_what_orjson_cannot() -> None:
