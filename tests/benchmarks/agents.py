@@ -57,7 +57,9 @@ def batches(run: Run, deployment: Deployment) -> dict[str, Any]:
             answer = client.post("/v1/batches", json={"format": "openai_chat", "message": chat_message(n)})
             times.append(time.perf_counter() - started)
             body = answer.json()
-            wrong += answer.status_code != 200 or len(body.get("messages") or []) != CALLS_PER_BATCH
+            messages = body.get("messages") or []
+            wrong += (answer.status_code != 200 or len(messages) != CALLS_PER_BATCH
+                      or any(m["content"].startswith("error:") for m in messages))  # each echo call ran
         result["round_trip"] = ms(times)
         result["not_completed"] = wrong
     deployment.stop(worker)  # accept-only from here: the gateway's own work
