@@ -3,7 +3,8 @@
 * **batches**: ``POST /v1/batches`` with 8 echo calls (OpenAI Chat format, ``wait_s`` 30): the round
   trip one batch at a time (accepted, all 8 run by the worker, messages back), and the gateway's
   CPU per batch at ``--concurrency`` in flight, against its CPU per single ``POST /v1/tool-calls``
-  (both accept-only, ``wait_s`` 0, the worker stopped so only the gateway's own work is counted).
+  (both accept-only, ``wait_s`` 0, the worker stopped so only the gateway's own work is counted),
+  after a warm-up of each, in paired rounds whose order flips (the median round of each side).
   The target: one batch of 8 costs less gateway CPU than 2 single submits.
 * **loop**: runs against a scripted Chat Completions server on this machine that answers at once
   (each turn calls echo once, the last answers): toolrelay's own time per iteration (a model call
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from typing import Any
 
@@ -35,10 +37,48 @@ def chat_message(batch: int) -> dict[str, Any]:
         for n in range(CALLS_PER_BATCH)]}
 
 
+ACCEPT_ROUNDS = 4  # after a warm-up round of each; the order flips every round
+
+
 def _cpu_per_request(gateway_pid: int, base_url: str, requests: list[Request], concurrency: int) -> dict[str, Any]:
     before = cpu_s(gateway_pid)
     result = hammer(base_url, requests, concurrency)
     result["gateway_cpu_ms_per_request"] = round((cpu_s(gateway_pid) - before) / len(requests) * 1000, 3)
+    return result
+
+
+def _accept_cpu(gateway_pid: int, base_url: str, key: str, count: int, concurrency: int) -> dict[str, Any]:
+    """The gateway's CPU per batch of 8 and per single submit, accept only, in paired rounds of ``count``
+    batches and ``2 * count`` single submits (each round's requests new ones: none is a replay)."""
+    made = 0
+
+    def batch_requests() -> list[Request]:
+        nonlocal made
+        made += count
+        return [Request("POST", "/v1/batches", key, json_body(
+            {"format": "openai_chat", "message": chat_message(10_000 + made + n), "wait_s": 0}), 202)
+            for n in range(count)]
+
+    def singles() -> list[Request]:
+        return [Request("POST", "/v1/tool-calls", key, json_body({"tool": "echo", "arguments": {"i": n}}), 202)
+                for n in range(2 * count)]
+
+    hammer(base_url, batch_requests(), concurrency)  # warm-up: connections, pools, prepared statements
+    hammer(base_url, singles(), concurrency)
+    rounds: dict[str, list[dict[str, Any]]] = {"batch": [], "single": []}
+    for n in range(ACCEPT_ROUNDS):
+        for side in (("batch", "single") if n % 2 == 0 else ("single", "batch")):
+            made_requests = batch_requests() if side == "batch" else singles()
+            rounds[side].append(_cpu_per_request(gateway_pid, base_url, made_requests, concurrency))
+    result: dict[str, Any] = {"rounds": ACCEPT_ROUNDS}
+    for side, parts in rounds.items():
+        result[f"{side}_accept"] = {
+            "requests": sum(part["requests"] for part in parts),
+            "unexpected": {status: sum(part["unexpected"].get(status, 0) for part in parts)
+                           for status in {status for part in parts for status in part["unexpected"]}},
+            "rounds_cpu_ms_per_request": [part["gateway_cpu_ms_per_request"] for part in parts],
+            "gateway_cpu_ms_per_request": round(statistics.median(
+                part["gateway_cpu_ms_per_request"] for part in parts), 3)}
     return result
 
 
@@ -64,13 +104,9 @@ def batches(run: Run, deployment: Deployment) -> dict[str, Any]:
         result["not_completed"] = wrong
     deployment.stop(worker)  # accept-only from here: the gateway's own work
     count = args.agent_batches * 4
-    with run.phase(f"agents: gateway CPU, {count} batches and {2 * count} single submits, accept only"):
-        batch_requests = [Request("POST", "/v1/batches", key, json_body(
-            {"format": "openai_chat", "message": chat_message(10_000 + n), "wait_s": 0}), 202) for n in range(count)]
-        singles = [Request("POST", "/v1/tool-calls", key, json_body({"tool": "echo", "arguments": {"i": n}}), 202)
-                   for n in range(2 * count)]
-        result["batch_accept"] = _cpu_per_request(gateway.popen.pid, base_url, batch_requests, args.concurrency)
-        result["single_accept"] = _cpu_per_request(gateway.popen.pid, base_url, singles, args.concurrency)
+    with run.phase(f"agents: gateway CPU, {ACCEPT_ROUNDS} paired rounds of {count} batches and {2 * count} "
+                   "single submits, accept only"):
+        result.update(_accept_cpu(gateway.popen.pid, base_url, key, count, args.concurrency))
     deployment.stop_processes()
     return result
 

@@ -161,6 +161,8 @@ def agent_rows(a: dict[str, Any]) -> list[Row]:
             ("gateway CPU ms: batch of 8 / 2 single submits", f"{batch_cpu:.2f} / {2 * single_cpu:.2f}",
              "batch < 2 singles"),
             ("batches not completed", str(batches["not_completed"]), "0"),
+            ("accepts not 202: batches / singles", f"{sum(batches['batch_accept']['unexpected'].values())} / "
+                                                    f"{sum(batches['single_accept']['unexpected'].values())}", "0"),
             ("run loop: toolrelay ms per iteration p50/p99", _pair(loop["per_iteration"]), "milliseconds"),
             ("runs not success", str(loop["failed"]), "0")]
 
