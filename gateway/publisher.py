@@ -221,7 +221,9 @@ class RedisPublisher:
             "headers": headers,
             "properties": {**properties, "delivery_mode": 2,
                            "delivery_info": {"exchange": "", "routing_key": queue_name},
-                           "priority": 0, "body_encoding": "base64", "delivery_tag": uuid()},
+                           "priority": 0, "body_encoding": "base64",
+                           # kombu's own is a fresh uuid; the message's id is one too, unique per message
+                           "delivery_tag": properties["correlation_id"]},
         }
         return self.key_prefix + queue_name, orjson.dumps(message)
 

@@ -139,6 +139,7 @@ def test_the_event_loop_publisher_sends_what_send_task_sends(db: Database) -> No
         assert [body[0][0] for body in bodies] == [r.id for r in receipts]
         assert [m["headers"]["argsrepr"] for m in published] == [repr(body[0]) for body in bodies]
         assert len({m["headers"]["id"] for m in published}) == len(receipts)
+        assert len({m["properties"]["delivery_tag"] for m in published}) == len(receipts)  # kombu acks by it
     finally:
         services.clear_redis_prefix(prefix)
 

@@ -18,6 +18,12 @@ def test_the_text_is_python_ulids(value: int) -> None:
     assert ulid_text(value) == str(ULID.from_int(value)).lower()
 
 
+def test_the_text_of_ids_in_a_row_is_python_ulids_whichever_bits_they_share() -> None:
+    start = int.from_bytes(os.urandom(16), "big") >> 1 | (2**30 - 3)  # its low 30 bits about to carry over
+    values = [start + n for n in range(6)] + [start, start ^ 2**100, 2**30 - 1, 2**30, start]
+    assert [ulid_text(v) for v in values] == [str(ULID.from_int(v)).lower() for v in values]
+
+
 def test_an_id_names_its_kind_and_the_time_it_was_made() -> None:
     before = datetime.now(UTC).replace(microsecond=0)
     receipt_id = new_id("rcpt")
