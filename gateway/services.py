@@ -8,7 +8,6 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry
 
 from agents.batches import render
-
 from gateway.auth import KeyCache
 from gateway.batching import Batcher
 from gateway.metrics import GatewayMetrics

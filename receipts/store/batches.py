@@ -24,10 +24,10 @@ from psycopg.types.json import Jsonb
 from receipts import states
 from receipts.db import Query, Steps, operation, subop, transaction
 from receipts.errors import IdempotencyMismatch, NotFound
-from receipts.records import BATCH_COLUMNS, RECEIPT_COLUMNS, Batch, Receipt
+from receipts.records import BATCH_COLUMNS, Batch, Receipt
 from receipts.store import calls
 from receipts.store import statements as sql
-from receipts.store.calls import Accepted, Entry
+from receipts.store.calls import Entry
 from receipts.store.statements import COLUMNS
 from receipts.webhooks.announce import announce
 

@@ -64,3 +64,20 @@ def check_uvloop_httptools(pid: int, what: str) -> None:
     missing = [name for name, loaded in maps(pid, UVLOOP, HTTPTOOLS).items() if not loaded]
     if missing:
         raise RuntimeError(f"{what} does not run on uvloop + httptools: {', '.join(missing)} not loaded")
+
+
+def backends_cpu_s(database: str) -> float:
+    """User + system CPU seconds of the live PostgreSQL backends connected to ``database`` (their process
+    titles, ``postgres: user database host(port) state``, name it)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        words = title.split()
+        if len(words) > 2 and words[0] == "postgres:" and words[2] == database:
+            total += cpu_s(int(entry.name))
+    return total

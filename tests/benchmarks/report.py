@@ -82,6 +82,10 @@ def gateway_rows(g: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _cpu(side: dict[str, Any]) -> str:
+    return f"{side['gateway_cpu_ms_per_request']:.3f} / {side['postgres_cpu_ms_per_request']:.3f}"
+
+
 def scale_rows(s: dict[str, Any]) -> list[Row]:
     gen = s["generation"]
     get, lat, post = s["get_rate"], s["get_latency"], s["post_rate"]
@@ -93,6 +97,8 @@ def scale_rows(s: dict[str, Any]) -> list[Row]:
         ("scale: GET req/s empty / full", f"{get['empty']['requests_per_s']:.0f} / {get['full']['requests_per_s']:.0f}",
          ""),
         ("scale: GET rate change", f"{get['rate_change_pct']:+.1f} %", "within 10 %"),
+        ("scale: GET CPU ms/request gw / pg, empty", _cpu(get["empty"]), ""),
+        ("scale: GET CPU ms/request gw / pg, full", _cpu(get["full"]), ""),
         ("scale: GET one at a time p50/p99 ms, empty", f"{lat['empty']['p50_ms']:.2f} / {lat['empty']['p99_ms']:.2f}",
          ""),
         ("scale: GET one at a time p50/p99 ms, full", f"{lat['full']['p50_ms']:.2f} / {lat['full']['p99_ms']:.2f}",
@@ -102,6 +108,7 @@ def scale_rows(s: dict[str, Any]) -> list[Row]:
         ("scale: POST req/s empty / full",
          f"{post['empty']['requests_per_s']:.0f} / {post['full']['requests_per_s']:.0f}", ""),
         ("scale: POST rate change", f"{post['rate_change_pct']:+.1f} %", "within 10 %"),
+        ("scale: POST CPU ms/request gw / pg, empty / full", f"{_cpu(post['empty'])} / {_cpu(post['full'])}", ""),
         ("scale: SQL alone, one at a time p50/p99 ms, empty", _pair(s["sql_latency"]["empty"]), ""),
         ("scale: SQL alone, one at a time p50/p99 ms, full", _pair(s["sql_latency"]["full"]), ""),
         ("scale: page cache MiB at the end / table + indexes MiB",

@@ -27,6 +27,7 @@ from typing import Any
 from tests.benchmarks import rows
 from tests.benchmarks.deployment import Deployment
 from tests.benchmarks.load import Request, hammer, json_body, ms
+from tests.benchmarks.processes import backends_cpu_s, cpu_s
 from tests.benchmarks.run import Run
 
 TENANTS = tuple(f"scale-{n}" for n in range(5))
@@ -65,14 +66,22 @@ def _sql_reads(deployment: Deployment, receipt_ids: list[str]) -> dict[str, floa
     return ms(times)
 
 
-def _abba(run: Run, label: str, sides: dict[str, tuple[str, list[Request]]], concurrency: int) -> dict[str, Any]:
-    """near-empty, full, full, near-empty; half the requests each time; rates and latency per side."""
+Side = tuple[str, list[Request], int, str]  # base URL, requests, the gateway's pid, its database's name
+
+
+def _abba(run: Run, label: str, sides: dict[str, Side], concurrency: int) -> dict[str, Any]:
+    """near-empty, full, full, near-empty; half the requests each time; rates and latency per side, and
+    the CPU per request of the side's gateway and of the PostgreSQL backends serving its database."""
     parts: dict[str, list[dict[str, Any]]] = {"empty": [], "full": []}
+    spent: dict[str, list[float]] = {"empty": [0.0, 0.0], "full": [0.0, 0.0]}
     with run.phase(f"scale: {label}"):
         for side in ("empty", "full", "full", "empty"):
-            base_url, requests = sides[side]
+            base_url, requests, gateway_pid, database = sides[side]
             half = requests[: len(requests) // 2] if not parts[side] else requests[len(requests) // 2:]
+            before = cpu_s(gateway_pid), backends_cpu_s(database)
             parts[side].append(hammer(base_url, half, concurrency))
+            spent[side][0] += cpu_s(gateway_pid) - before[0]
+            spent[side][1] += backends_cpu_s(database) - before[1]
     result: dict[str, Any] = {}
     for side, done in parts.items():
         seconds = sum(p["requests"] / p["requests_per_s"] for p in done)
@@ -80,10 +89,16 @@ def _abba(run: Run, label: str, sides: dict[str, tuple[str, list[Request]]], con
         result[side] = {"requests": requests, "requests_per_s": round(requests / seconds, 1),
                         "p50_ms": round(sum(p["latency"]["p50_ms"] for p in done) / len(done), 2),
                         "p99_ms": max(p["latency"]["p99_ms"] for p in done),
-                        "unexpected": sum(sum(p["unexpected"].values()) for p in done)}
+                        "unexpected": sum(sum(p["unexpected"].values()) for p in done),
+                        "gateway_cpu_ms_per_request": round(spent[side][0] / requests * 1000, 3),
+                        "postgres_cpu_ms_per_request": round(spent[side][1] / requests * 1000, 3)}
     change = result["full"]["requests_per_s"] / result["empty"]["requests_per_s"] - 1
     result["rate_change_pct"] = round(change * 100, 1)
     return result
+
+
+def database_name(deployment: Deployment) -> str:
+    return deployment.database_url.rsplit("/", 1)[1].split("?", 1)[0]
 
 
 def page_cache_mb() -> int:
@@ -108,15 +123,17 @@ def scale_section(run: Run) -> dict[str, Any]:
         with run.phase("scale: start one gateway on each, sample the receipts to read"):
             for deployment in (empty, full):  # a worker publishes its tools (echo) to the catalogue as it starts
                 deployment.stop(deployment.start_worker(1))
-            _, empty_url = empty.start_gateway()
-            _, full_url = full.start_gateway()
+            empty_gateway, empty_url = empty.start_gateway()
+            full_gateway, full_url = full.start_gateway()
             urls = {"empty": empty_url, "full": full_url}
+            gateways = {"empty": (empty_gateway.popen.pid, database_name(empty)),
+                        "full": (full_gateway.popen.pid, database_name(full))}
             reads = {"empty": _reads(empty, read, read, seed=11), "full": _reads(full, read, total, seed=11)}
             for side, requests in reads.items():  # pools, prepared statements, the key cache
                 hammer(urls[side], requests[:WARM_UP], 4)
 
-        def part(start: int, stop: int) -> dict[str, tuple[str, list[Request]]]:
-            return {side: (urls[side], reads[side][start:stop]) for side in urls}
+        def part(start: int, stop: int) -> dict[str, Side]:
+            return {side: (urls[side], reads[side][start:stop], *gateways[side]) for side in urls}
 
         result: dict[str, Any] = {"rows": total, "near_empty_rows": read, "generation": generated}
         result["get_rate"] = _abba(run, f"GET rate, {rate_reads:,} random receipts, concurrency {args.concurrency}",
@@ -130,10 +147,11 @@ def scale_section(run: Run) -> dict[str, Any]:
                 for side, deployment in (("empty", empty), ("full", full))}
         result["page_cache_mb"] = page_cache_mb()
         posts = args.scale_posts
-        submits = {side: (urls[side], [Request("POST", "/v1/tool-calls", deployment.keys[TENANTS[0]],
-                                               json_body({"tool": "echo", "arguments": {"i": n}}), 202)
-                                       for n in range(posts)])
-                   for side, deployment in (("empty", empty), ("full", full))}
+        submits: dict[str, Side] = {
+            side: (urls[side], [Request("POST", "/v1/tool-calls", deployment.keys[TENANTS[0]],
+                                        json_body({"tool": "echo", "arguments": {"i": n}}), 202) for n in range(posts)],
+                   *gateways[side])
+            for side, deployment in (("empty", empty), ("full", full))}
         result["post_rate"] = _abba(run, f"POST rate, {posts:,} submits, concurrency {args.concurrency}", submits,
                                     args.concurrency)
     return result
