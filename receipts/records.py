@@ -102,7 +102,7 @@ class Receipt:
         if len(values) < _RECEIPT_WIDTH:
             raise TypeError(f"a receipt row has {_RECEIPT_WIDTH} columns, not {len(values)}")
         receipt = object.__new__(cls)
-        for setter, value in zip(_RECEIPT_SLOTS, values[:_RECEIPT_WIDTH], strict=True):
+        for setter, value in zip(_RECEIPT_SLOTS, values, strict=False):  # its later columns are not the receipt's
             setter(receipt, value)
         return receipt
 

@@ -29,6 +29,7 @@ from tests.benchmarks.deployment import Deployment
 from tests.benchmarks.load import Request, hammer, json_body, ms
 from tests.benchmarks.processes import backends_cpu_s, cpu_s
 from tests.benchmarks.run import Run
+from tests.support import services
 
 TENANTS = tuple(f"scale-{n}" for n in range(5))
 WARM_UP = 200  # reads before the timed ones, of receipts not read again
@@ -97,10 +98,6 @@ def _abba(run: Run, label: str, sides: dict[str, Side], concurrency: int) -> dic
     return result
 
 
-def database_name(deployment: Deployment) -> str:
-    return deployment.database_url.rsplit("/", 1)[1].split("?", 1)[0]
-
-
 def page_cache_mb() -> int:
     """What the kernel holds of files in memory now (``Cached`` in /proc/meminfo), in MiB."""
     with open("/proc/meminfo") as meminfo:
@@ -126,8 +123,8 @@ def scale_section(run: Run) -> dict[str, Any]:
             empty_gateway, empty_url = empty.start_gateway()
             full_gateway, full_url = full.start_gateway()
             urls = {"empty": empty_url, "full": full_url}
-            gateways = {"empty": (empty_gateway.popen.pid, database_name(empty)),
-                        "full": (full_gateway.popen.pid, database_name(full))}
+            gateways = {"empty": (empty_gateway.popen.pid, services.database_name(empty.database_url)),
+                        "full": (full_gateway.popen.pid, services.database_name(full.database_url))}
             reads = {"empty": _reads(empty, read, read, seed=11), "full": _reads(full, read, total, seed=11)}
             for side, requests in reads.items():  # pools, prepared statements, the key cache
                 hammer(urls[side], requests[:WARM_UP], 4)

@@ -59,8 +59,13 @@ def create_database(*, migrated: bool = True) -> str:
     return _url(name)
 
 
+def database_name(url: str) -> str:
+    """The name of the database a URL of :func:`create_database` points at."""
+    return url.rsplit("/", 1)[1].split("?", 1)[0]
+
+
 def drop_database(url: str) -> None:
-    name = url.rsplit("/", 1)[1]
+    name = database_name(url)
     with _admin() as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
