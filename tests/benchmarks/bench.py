@@ -91,8 +91,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--webhooks", type=int, default=2000, help="webhook messages to deliver (0: skip)")
     parser.add_argument("--round-trips", type=int, default=50, help="calls through counting proxies (0: skip)")
     parser.add_argument("--postgres", choices=("own", "machine"), default="own",
-                        help="own: a server of the benchmark's own, PostgreSQL's stock settings (autovacuum on), "
+                        help="own: a server of the benchmark's own (autovacuum on, shared_buffers as below), "
                              "from the binaries toolrelay dev uses; machine: the server of TOOLRELAY_TEST_PG")
+    parser.add_argument("--shared-buffers", default="quarter", metavar="SIZE",
+                        help="own server's shared_buffers: 'quarter' (of the machine's memory, PostgreSQL's advice "
+                             "for a database server), 'stock' (initdb's 128MB), or a size such as 2GB")
     parser.add_argument("--log-level", default="INFO", help="TOOLRELAY_LOG_LEVEL of gateway and worker")
     parser.add_argument("--profile", metavar="DIR", help="headline: one more run under py-spy; profiles in DIR")
     parser.add_argument("--json", metavar="FILE", help="write every figure as JSON to FILE")

@@ -40,8 +40,9 @@ class ServiceFailed(RuntimeError):
 class OwnPostgres:
     """A PostgreSQL server of this run: ``start()``, ``crash_restart()``, ``stop_immediate()``, ``close()``."""
 
-    def __init__(self, *, binaries: Binaries | None = None) -> None:
+    def __init__(self, *, binaries: Binaries | None = None, settings: dict[str, str] | None = None) -> None:
         self.user: ServerUser = server_user()
+        self.settings = dict(settings or {})  # postgresql.conf lines beyond initdb's and what reaching it needs
         self.port = free_port()
         self.password = secrets.token_urlsafe(24)
         self.folder = Path(tempfile.mkdtemp(prefix="toolrelay-chaos-pg-"))  # 0700; the server user's below
@@ -108,6 +109,7 @@ class OwnPostgres:
                        "unix_socket_directories = ''\n"
                        "max_connections = 200\n"
                        "logging_collector = off\n")
+            conf.writelines(f"{name} = '{value}'\n" for name, value in self.settings.items())
         self._run(self.binaries.exe("pg_ctl"), "start", "-w", "-t", "60", "-D", str(self.data), "-l",
                   str(self.log_file))
         with psycopg.connect(self.admin_conninfo("postgres"), autocommit=True) as conn:

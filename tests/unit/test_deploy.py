@@ -217,6 +217,14 @@ def test_compose_environment_is_settings_that_reach_its_postgres_and_redis(compo
         assert settings.secret_key == SECRET, name
 
 
+def test_compose_sizes_postgres_shared_buffers_for_a_server(compose_config: dict[str, Any], tmp_path: Path) -> None:
+    assert compose_config["services"]["postgres"]["command"] == ["postgres", "-c", "shared_buffers=1GB"]
+    loaded = compose(tmp_path, "config", "--format", "json", TOOLRELAY_SECRET_KEY=SECRET,
+                     TOOLRELAY_PG_SHARED_BUFFERS="6GB")
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["services"]["postgres"]["command"][-1] == "shared_buffers=6GB"
+
+
 def test_the_gateways_port_is_published_and_its_healthcheck_asks_it(compose_config: dict[str, Any]) -> None:
     gateway = compose_config["services"]["gateway"]
     _, params = command(gateway["command"])
