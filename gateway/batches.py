@@ -87,11 +87,14 @@ async def accept_batch(services: Services, caller: Caller, body: BatchRequest, h
     entries = agent_batches.entries(services.settings, tenant.id, batch_id=batch_id, trace_id=trace_id, calls=calls,
                                     tools=tools, may_use=may_use, metadata=body.metadata, webhook_url=body.webhook_url,
                                     forbidden=forbidden, traceparent=traceparent)
-    request = {"format": body.format, "message": body.message, "max_result_chars": body.max_result_chars,
-               "metadata": body.metadata, "webhook_url": body.webhook_url}
+    key = batch_key(header_key, body.trace_id, [call.call_id for call in calls])
+    replay_hash = None  # what a replay must repeat; a batch without a key has no replays
+    if key is not None:
+        replay_hash = request_hash(services.settings, {
+            "format": body.format, "message": body.message, "max_result_chars": body.max_result_chars,
+            "metadata": body.metadata, "webhook_url": body.webhook_url}, tools.values())
     new = NewBatch(id=batch_id, tenant_id=tenant.id, trace_id=trace_id, format=body.format,
-                   idempotency_key=batch_key(header_key, body.trace_id, [call.call_id for call in calls]),
-                   request_hash=request_hash(services.settings, request, tools.values()),
+                   idempotency_key=key, request_hash=replay_hash,
                    max_result_chars=body.max_result_chars, metadata=body.metadata, webhook_url=body.webhook_url,
                    entries=entries)
     batch, receipts, replayed = await services.open_batch(new)

@@ -33,10 +33,15 @@ from receipts.store import statements as sql
 LIST_KIND = "receipts"
 
 
+# json.dumps(sort_keys=True, separators=(",", ":"), default=str), its encoder made once: the stored
+# fingerprints are hashes of exactly these bytes.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def fingerprint(request: dict[str, Any], key: str | None = None) -> str:
     """A stable hash of a request body, to tell a replay from a different request under one key; keyed
     (HMAC-SHA256 with ``key``) where the body holds secrets the stored hash must tell nothing about."""
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str).encode()
+    canonical = _CANONICAL.encode(request).encode()
     if key:
         return hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
     return hashlib.sha256(canonical).hexdigest()

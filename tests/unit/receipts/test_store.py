@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -144,6 +147,15 @@ def test_idempotency_keys_are_scoped_to_the_tenant(db: Database) -> None:
 def test_fingerprint_ignores_key_order() -> None:
     assert fingerprint({"a": 1, "b": {"c": 2, "d": 3}}) == fingerprint({"b": {"d": 3, "c": 2}, "a": 1})
     assert fingerprint({"a": 1}) != fingerprint({"a": 2})
+
+
+def test_a_fingerprint_is_the_hash_of_the_bytes_stored_fingerprints_were_made_of() -> None:
+    # The hashes of requests accepted before must keep matching their replays: json.dumps's bytes.
+    request = {"z": [1.5, 1e16, 2**70, None, True], "é": "ünï\u2028\x00", "a": {"nan": float("nan")},
+               "t": datetime(2026, 1, 1)}
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str).encode()
+    assert fingerprint(request) == hashlib.sha256(canonical).hexdigest()
+    assert fingerprint(request, "k") == hmac.new(b"k", canonical, hashlib.sha256).hexdigest()
 
 
 def test_concurrent_duplicates_under_one_key_create_exactly_one_receipt(db: Database) -> None:
