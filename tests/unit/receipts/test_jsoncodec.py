@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from receipts.db import Database, Query, Steps, operation
-from receipts.jsoncodec import compact, dumps, loads
+from receipts.jsoncodec import compact, dumps, loads, long_digits
 from receipts.store import calls
 from tests.support.factories import TENANT, call
 
@@ -38,6 +38,13 @@ def test_loads_falls_back_where_orjson_refuses() -> None:
     assert loads('{"x": NaN}')["x"] != loads('{"x": NaN}')["x"]  # json reads NaN (the store then refuses it)
     assert loads('{"s": "\\ud800"}') == {"s": "\ud800"}  # a lone surrogate, escaped
     assert loads('{"s": "\ud800"}') == {"s": "\ud800"}  # and as a character of the text
+
+
+def test_a_run_of_19_digits_is_found_wherever_it_is() -> None:
+    assert long_digits(b"[1234567890123456789]") and long_digits("x" * 1000 + "9" * 19)
+    assert long_digits('{"s": "\ud800", "n": 10000000000000000000}')  # beside a lone surrogate
+    assert not long_digits(b"[123456789012345678, 1.5e300, -999999999999999999]")
+    assert not long_digits("\u0661" * 19)  # other scripts' digits: no JSON number is written in them
 
 
 @pytest.mark.parametrize("text", ['{"a": }', '{"a": 1', "", "[1,]", '{"a": "\x01"}'])
