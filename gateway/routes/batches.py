@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from gateway.batches import accept_batch
+from gateway.bodies import JSONBodyRoute
 from gateway.deps import CallerDep, get_caller, services_of
 from gateway.params import IDEMPOTENCY_KEY, WAIT_S, Param, documented
 from gateway.responses import JSONResponse
@@ -16,7 +17,7 @@ from receipts.records import Batch, Caller, Receipt
 from receipts.store import batches
 from receipts.telemetry import tracing
 
-router = APIRouter(prefix="/v1", tags=["batches"])
+router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONBodyRoute)
 
 
 def in_scope(caller: Caller, batch: Batch, receipts: list[Receipt]) -> Batch:

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from starlette.responses import Response
 
+from gateway.bodies import JSONBodyRoute
 from gateway.deps import TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
@@ -25,7 +26,7 @@ from receipts.catalogue import setups as setup_ops
 from receipts.catalogue.setups import IntegrationSetups
 from receipts.records import iso
 
-router = APIRouter(prefix="/v1", tags=["integrations"])
+router = APIRouter(prefix="/v1", tags=["integrations"], route_class=JSONBodyRoute)
 
 
 def setups(services: Services) -> IntegrationSetups:

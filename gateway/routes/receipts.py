@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from agents.batches import completion
+from gateway.bodies import JSONBodyRoute
 from gateway.calls import accept, publish
 from gateway.deps import CallerDep, TenantDep, get_caller, services_of
 from gateway.params import IDEMPOTENCY_KEY, WAIT_S, Param, documented
@@ -35,7 +36,7 @@ from receipts.store import approvals, batches, calls, runs
 from receipts.store.calls import Result
 from receipts.telemetry import tracing
 
-router = APIRouter(prefix="/v1", tags=["receipts"])
+router = APIRouter(prefix="/v1", tags=["receipts"], route_class=JSONBodyRoute)
 
 def in_scope(caller: Caller, receipt: Receipt) -> Receipt:
     """``receipt`` if the caller's key may see its tool; NotFound (404) if not, as for another tenant's."""

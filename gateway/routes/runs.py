@@ -9,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agents.batches import complete
+from gateway.bodies import JSONBodyRoute
 from gateway.deps import TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
@@ -23,7 +24,7 @@ from receipts.catalogue.models import Models
 from receipts.records import Run, RunStep, Tenant
 from receipts.store import calls, runs
 
-router = APIRouter(prefix="/v1", tags=["runs"])
+router = APIRouter(prefix="/v1", tags=["runs"], route_class=JSONBodyRoute)
 Limit = Annotated[int, Query(ge=1, le=200)]
 
 

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from agents.tools import anthropic_tool, openai_tool
+from gateway.bodies import JSONBodyRoute
 from gateway.deps import CallerDep, TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
@@ -26,7 +27,7 @@ from receipts.catalogue.tools import GLOBAL
 from receipts.errors import NotFound
 from receipts.records import Tenant, ToolSpec
 
-router = APIRouter(prefix="/v1", tags=["tools"])
+router = APIRouter(prefix="/v1", tags=["tools"], route_class=JSONBodyRoute)
 
 
 @router.get("/tools", responses=PROBLEMS)

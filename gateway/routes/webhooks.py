@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from gateway.bodies import JSONBodyRoute
 from gateway.deps import TenantDep, services_of
 from gateway.problems import Problem
 from gateway.responses import JSONResponse
@@ -40,7 +41,7 @@ from receipts.webhooks.nudges import publish_deliver
 
 log = logging.getLogger(__name__)
 
-router = APIRouter(prefix="/v1", tags=["webhooks"])
+router = APIRouter(prefix="/v1", tags=["webhooks"], route_class=JSONBodyRoute)
 
 Limit = Annotated[int, Query(ge=1, le=200)]
 
