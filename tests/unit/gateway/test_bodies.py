@@ -3,8 +3,12 @@ alone would make), on every route that takes a body."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from fastapi.routing import APIRoute
 
+from gateway import bodies
 from gateway.bodies import JSONBodyRoute
 from tests.unit.gateway.conftest import Gateway, assert_problem
 
@@ -16,6 +20,16 @@ def test_every_route_that_takes_a_body_reads_it_by_the_codec(gateway: Gateway) -
     with_body = [route for route in routes if route.body_field is not None]
     assert len(with_body) >= 10
     assert [route.path for route in with_body if not isinstance(route, JSONBodyRoute)] == []
+
+
+def test_the_codec_reads_a_body_and_a_get_is_left_alone(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    read: list[Any] = []
+    codec = bodies.jsoncodec.loads
+    monkeypatch.setattr(bodies.jsoncodec, "loads", lambda data: read.append(data) or codec(data))
+    posted = gateway.post_call({"tool": "echo", "arguments": {"n": 1}})
+    assert posted.status_code == 202 and read == [b'{"tool":"echo","arguments":{"n":1}}']
+    assert gateway.client.get(f"/v1/receipts/{posted.json()['id']}", headers=gateway.headers()).status_code == 200
+    assert len(read) == 1
 
 
 def test_a_body_reads_back_as_json_reads_it(gateway: Gateway) -> None:
