@@ -93,7 +93,8 @@ def scale_rows(s: dict[str, Any]) -> list[Row]:
     return [
         ("scale: receipts generated / seconds / rows/s",
          f"{gen['rows']:,} / {gen['generate_s']:.0f} / {gen['rows_per_s']:,}", ""),
-        ("scale: ANALYZE s / table + indexes MiB", f"{gen['analyze_s']:.0f} / {gen['table_and_indexes_mb']:,}", ""),
+        ("scale: ANALYZE s / CHECKPOINT s / table + indexes MiB",
+         f"{gen['analyze_s']:.0f} / {gen['checkpoint_s']:.0f} / {gen['table_and_indexes_mb']:,}", ""),
         ("scale: GET req/s empty / full", f"{get['empty']['requests_per_s']:.0f} / {get['full']['requests_per_s']:.0f}",
          ""),
         ("scale: GET rate change", f"{get['rate_change_pct']:+.1f} %", "within 10 %"),

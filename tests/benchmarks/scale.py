@@ -3,7 +3,7 @@ near-empty table, the same measurements on both.
 
 Each side has a database of its own (migrated and keyed through the CLI, one key per tenant); the
 rows are written in SQL (:func:`rows.generate_receipts`: ``--scale-rows`` on the full side, just the
-receipts that will be read on the near-empty one), then ANALYZEd. Both gateways are up at
+receipts that will be read on the near-empty one), then ANALYZEd and checkpointed. Both gateways are up at
 once and no worker runs (one started and stopped on each before, to publish its tools to the
 catalogue). The measurements, each A-B-B-A (near-empty, full, full, near-empty; half
 the requests each time):
@@ -113,7 +113,7 @@ def scale_section(run: Run) -> dict[str, Any]:
     total = max(args.scale_rows, read)
     with run.deployment("scale-empty", tenants=TENANTS) as empty, \
             run.deployment("scale-full", tenants=TENANTS) as full:
-        with run.phase(f"scale: generate {total:,} receipts in SQL, and ANALYZE"):
+        with run.phase(f"scale: generate {total:,} receipts in SQL, ANALYZE and CHECKPOINT"):
             generated = _prepare(full, total)
         with run.phase(f"scale: generate {read:,} receipts on the near-empty side"):
             _prepare(empty, read)
