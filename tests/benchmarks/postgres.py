@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from tests.benchmarks.processes import meminfo_mib
 from tests.benchmarks.run import Run
 from tests.chaos.services import OwnPostgres
 from tests.support import services
@@ -33,9 +34,7 @@ def shared_buffers(choice: str) -> dict[str, str]:
     if choice == "stock":
         return {}
     if choice == "quarter":
-        with open("/proc/meminfo") as meminfo:
-            kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
-        return {"shared_buffers": f"{kib // 4 // 1024}MB"}
+        return {"shared_buffers": f"{meminfo_mib('MemTotal') // 4}MB"}
     return {"shared_buffers": choice}
 
 

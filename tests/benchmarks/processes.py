@@ -8,6 +8,13 @@ from pathlib import Path
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+def meminfo_mib(field: str) -> int:
+    """A line of /proc/meminfo (``MemTotal``, ``Cached``, ...) in MiB."""
+    with open("/proc/meminfo") as meminfo:
+        kib = next(int(line.split()[1]) for line in meminfo if line.startswith(f"{field}:"))
+    return kib // 1024
+
+
 def tree_pids(pid: int) -> list[int]:
     """``pid`` and its live descendants (a Celery worker's pool children, say), parents first."""
     found, stack = [], [pid]

@@ -27,7 +27,7 @@ from typing import Any
 from tests.benchmarks import rows
 from tests.benchmarks.deployment import Deployment
 from tests.benchmarks.load import Request, hammer, json_body, ms
-from tests.benchmarks.processes import backends_cpu_s, cpu_s
+from tests.benchmarks.processes import backends_cpu_s, cpu_s, meminfo_mib
 from tests.benchmarks.run import Run
 from tests.support import services
 
@@ -98,13 +98,6 @@ def _abba(run: Run, label: str, sides: dict[str, Side], concurrency: int) -> dic
     return result
 
 
-def page_cache_mb() -> int:
-    """What the kernel holds of files in memory now (``Cached`` in /proc/meminfo), in MiB."""
-    with open("/proc/meminfo") as meminfo:
-        kib = next(int(line.split()[1]) for line in meminfo if line.startswith("Cached:"))
-    return kib // 1024
-
-
 def scale_section(run: Run) -> dict[str, Any]:
     """Accept and read rates, and read latency, with ``--scale-rows`` receipts against a near-empty table."""
     args = run.args
@@ -142,7 +135,7 @@ def scale_section(run: Run) -> dict[str, Any]:
             result["sql_latency"] = {
                 side: _sql_reads(deployment, [r.path.rsplit("/", 1)[1] for r in reads[side][unread:read]])
                 for side, deployment in (("empty", empty), ("full", full))}
-        result["page_cache_mb"] = page_cache_mb()
+        result["page_cache_mb"] = meminfo_mib("Cached")  # what the kernel holds of files in memory
         posts = args.scale_posts
         submits: dict[str, Side] = {
             side: (urls[side], [Request("POST", "/v1/tool-calls", deployment.keys[TENANTS[0]],
