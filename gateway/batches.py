@@ -22,7 +22,7 @@ from receipts import states
 from receipts.catalogue import tools as catalogue
 from receipts.errors import NotFound
 from receipts.ids import new_id
-from receipts.records import Batch, Caller, Receipt
+from receipts.records import Batch, BatchCall, Caller
 from receipts.settings import Settings
 from receipts.store.batches import NewBatch
 from receipts.store.calls import fingerprint
@@ -51,8 +51,8 @@ def request_hash(settings: Settings, request: dict[str, Any], tools: Iterable[Ch
 
 
 async def accept_batch(services: Services, caller: Caller, body: BatchRequest, header_key: str | None,
-                       traceparent: str | None = None) -> tuple[Batch, list[Receipt], bool]:
-    """Open the batch of ``body``'s calls and publish those to run: ``(batch, receipts, replayed)``.
+                       traceparent: str | None = None) -> tuple[Batch, list[BatchCall], bool]:
+    """Open the batch of ``body``'s calls and publish those to run: ``(batch, its calls, replayed)``.
 
     ``traceparent`` is the trace context the calls are accepted under (their executions continue it).
 
@@ -97,9 +97,9 @@ async def accept_batch(services: Services, caller: Caller, body: BatchRequest, h
                    idempotency_key=key, request_hash=replay_hash,
                    max_result_chars=body.max_result_chars, metadata=body.metadata, webhook_url=body.webhook_url,
                    entries=entries)
-    batch, receipts, replayed = await services.open_batch(new)
+    batch, opened_calls, replayed = await services.open_batch(new)
     if not replayed:
-        for receipt in receipts:
-            if receipt.status == states.PENDING:
-                publish(services, receipt)
-    return batch, receipts, replayed
+        for call in opened_calls:
+            if call.status == states.PENDING:
+                publish(services, call)
+    return batch, opened_calls, replayed

@@ -13,6 +13,7 @@ from gateway.services import Services
 from gateway.webhook_urls import check_url
 from receipts import states
 from receipts.errors import InvalidInput, NotFound
+from receipts.messages import Executable
 from receipts.records import Caller, Receipt, Tenant
 from receipts.store import calls
 from receipts.submission import CallRequest, CheckedTool, initial_status, prepare
@@ -99,7 +100,7 @@ async def submit(services: Services, tenant: Tenant, checked: CheckedTool, reque
     return receipt, replayed
 
 
-def publish(services: Services, receipt: Receipt) -> None:
+def publish(services: Services, receipt: Executable) -> None:
     """Send ``receipt``'s execute message; a failure is left to the sweeper (the row is committed)."""
     try:
         services.publish(receipt)

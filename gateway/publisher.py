@@ -26,8 +26,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 from celery.utils.nodenames import anon_nodename
 
-from receipts.messages import EXECUTE_TASK, execute_call
-from receipts.records import Receipt
+from receipts.messages import EXECUTE_TASK, Executable, execute_call
 from receipts.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -52,12 +51,12 @@ class BatchPublisher:
     def __init__(self, app: Celery, *, grace_s: float) -> None:
         self.app = app
         self.grace_s = grace_s
-        self._queue: queue.SimpleQueue[Receipt | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Executable | object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
         self._started = False
         self._lock = threading.Lock()
 
-    def __call__(self, receipt: Receipt) -> None:
+    def __call__(self, receipt: Executable) -> None:
         """Queue ``receipt``'s message (thread-safe)."""
         if not self._started:
             with self._lock:
@@ -75,7 +74,7 @@ class BatchPublisher:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            batch: list[Receipt] = []
+            batch: list[Executable] = []
             item = self._queue.get()
             while True:
                 if item is _STOP:
@@ -91,7 +90,7 @@ class BatchPublisher:
             if batch:
                 self._publish(batch)
 
-    def _publish(self, batch: list[Receipt]) -> None:
+    def _publish(self, batch: list[Executable]) -> None:
         try:
             with self.app.producer_or_acquire() as producer, producer.batch(max_size=MAX_BATCH * 2):
                 for receipt in batch:
@@ -104,7 +103,7 @@ class BatchPublisher:
 ORIGIN = anon_nodename()  # what Celery names the sender of a message (it would work it out per message)
 
 
-def task_message(app: Celery, receipt: Receipt, grace_s: float) -> tuple[str, Any]:
+def task_message(app: Celery, receipt: Executable, grace_s: float) -> tuple[str, Any]:
     """The queue and the Celery task message ``send_task`` would build for ``receipt``'s execute task,
     without its per-call option merging, routing and repr of the arguments (a third of its cost)."""
     args, options = execute_call(receipt, grace_s=grace_s)
@@ -128,7 +127,7 @@ class ExecuteMessages:
         self.grace_s = grace_s
         self._first: tuple[dict[str, Any], dict[str, Any], Any] | None = None
 
-    def __call__(self, receipt: Receipt) -> tuple[str, Any]:
+    def __call__(self, receipt: Executable) -> tuple[str, Any]:
         args, options = execute_call(receipt, grace_s=self.grace_s)
         queue_name = options.pop("queue")
         if self._first is None or options.keys() != self.PER_MESSAGE_OPTIONS:
@@ -159,14 +158,14 @@ class RedisPublisher:
         self.key_prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix", "")
         self.messages = ExecuteMessages(app, grace_s)
         self._redis: aioredis.Redis | None = None
-        self._pending: list[Receipt] = []
+        self._pending: list[Executable] = []
         self._flushing: asyncio.Task[None] | None = None
 
     @staticmethod
     def supports(broker_url: str) -> bool:
         return broker_url.startswith(REDIS_SCHEMES)
 
-    def __call__(self, receipt: Receipt) -> None:
+    def __call__(self, receipt: Executable) -> None:
         """Queue ``receipt``'s message; a flush starts unless one is running (it will take this one too)."""
         self._pending.append(receipt)
         if self._flushing is None:
@@ -211,7 +210,7 @@ class RedisPublisher:
                 pipe.lpush(key, *messages)
             await pipe.execute()
 
-    def command(self, receipt: Receipt) -> tuple[str, bytes]:
+    def command(self, receipt: Executable) -> tuple[str, bytes]:
         """The Redis list and the message ``send_task`` would push for ``receipt`` (kombu's envelope)."""
         queue_name, (headers, properties, body, _) = self.messages(receipt)
         message: dict[str, Any] = {  # kombu's json serializer, less its hooks for types these never hold

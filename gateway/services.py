@@ -16,7 +16,7 @@ from gateway.waiters import Waiters
 from receipts.catalogue import tools as catalogue
 from receipts.db import Database
 from receipts.errors import NotFound
-from receipts.messages import TaskSender, publish_execute
+from receipts.messages import Executable, TaskSender, publish_execute
 from receipts.outbound.guard import OutboundGuard
 from receipts.records import Receipt
 from receipts.secretbox import SecretBox
@@ -59,7 +59,7 @@ class Services:
     long-poll waiters."""
 
     def __init__(self, settings: Settings, db: Database, sender: TaskSender,
-                 publish: Callable[[Receipt], None] | None = None,
+                 publish: Callable[[Executable], None] | None = None,
                  metrics_registry: CollectorRegistry | None = None) -> None:
         self.settings = settings
         self.db = db

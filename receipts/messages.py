@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from receipts.records import Receipt
 from receipts.settings import Settings
 
 EXECUTE_TASK = "toolrelay.execute"
@@ -39,12 +38,23 @@ class TaskSender(Protocol):
     def send_task(self, name: str, args: Any = ..., **options: Any) -> Any: ...
 
 
+class Executable(Protocol):
+    """What an execute message is made from: a receipt, or a call of a batch just opened (BatchCall)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def queue(self) -> str: ...
+
+
 def hard_time_limit(timeout_s: float, grace_s: float) -> float:
     """The Celery hard time limit of an attempt: its timeout plus half the lease grace (see :func:`execute_call`)."""
     return timeout_s + grace_s / 2
 
 
-def execute_call(receipt: Receipt, *, grace_s: float) -> tuple[list[Any], dict[str, Any]]:
+def execute_call(receipt: Executable, *, grace_s: float) -> tuple[list[Any], dict[str, Any]]:
     """The execute task's arguments and options for ``receipt``.
 
     The message carries the lease the claim should take (the attempt timeout plus a grace period)
@@ -56,7 +66,7 @@ def execute_call(receipt: Receipt, *, grace_s: float) -> tuple[list[Any], dict[s
                                                        "time_limit": hard_time_limit(receipt.timeout_s, grace_s)}
 
 
-def publish_execute(sender: TaskSender, receipt: Receipt, *, grace_s: float, countdown: float | None = None,
+def publish_execute(sender: TaskSender, receipt: Executable, *, grace_s: float, countdown: float | None = None,
                     **options: Any) -> None:
     """Ask a worker on the receipt's queue to run it (see :func:`execute_call`).
 

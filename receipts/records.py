@@ -236,6 +236,28 @@ BATCH_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Batch))
 
 
 @dataclass(frozen=True, slots=True)
+class BatchCall:
+    """One call of a batch as the request that opened it (or replayed it) sees it: what it needs to publish
+    the call and to answer. The whole receipt is one read away (``GET /v1/receipts/{id}``); opening a
+    batch reads none back, so a step of many calls costs no more than its statement."""
+
+    id: str
+    tool: str
+    status: str
+    error: dict[str, Any] | None  # set when the call starts failed (what the model got wrong)
+    timeout_s: float
+    queue: str
+
+    @classmethod
+    def of(cls, receipt: Receipt) -> BatchCall:
+        return cls(receipt.id, receipt.tool, receipt.status, receipt.error, receipt.timeout_s, receipt.queue)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
 class RunStep:
     """One step of a run: a model call (``kind="model"``) or the tool calls it asked for (``"tools"``)."""
 

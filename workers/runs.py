@@ -170,11 +170,11 @@ class RunAdvancer:
                            idempotency_key=f"run:{run.id}:{action.index}", request_hash=None,
                            max_result_chars=run.max_result_chars, metadata=metadata, webhook_url=None,
                            entries=entries)
-            batch, receipts, _replayed = self.db.run(batches.open_batch(new, agent_batches.render))
-            data.update(batch_id=batch.id, receipts=[receipt.id for receipt in receipts])
-            for receipt in receipts:  # again after a crash: a duplicate message is dropped by the claim
-                if receipt.status == states.PENDING:
-                    publish_execute(self.sender, receipt, grace_s=self.settings.lease_grace_s)
+            batch, opened_calls, _replayed = self.db.run(batches.open_batch(new, agent_batches.render))
+            data.update(batch_id=batch.id, receipts=[call.id for call in opened_calls])
+            for call in opened_calls:  # again after a crash: a duplicate message is dropped by the claim
+                if call.status == states.PENDING:
+                    publish_execute(self.sender, call, grace_s=self.settings.lease_grace_s)
         step = RunStep(run.id, action.index, "tools", data, run.updated_at)
         if batch is None or batch.completed:
             data["messages"] = tool_messages(step, batch)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import APIRouter, Request
 
 from gateway.batches import accept_batch
@@ -13,18 +15,18 @@ from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
 from gateway.waiters import wait_until
 from receipts.errors import NotFound
-from receipts.records import Batch, Caller, Receipt
+from receipts.records import Batch, BatchCall, Caller, Receipt
 from receipts.store import batches
 from receipts.telemetry import tracing
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONBodyRoute)
 
 
-def in_scope(caller: Caller, batch: Batch, receipts: list[Receipt]) -> Batch:
+def in_scope(caller: Caller, batch: Batch, calls: Sequence[Receipt | BatchCall]) -> Batch:
     """``batch`` if the caller's key may see every call in it: each to a tool the key may use, or refused as
     outside its scope (what a limited key's own batch holds); NotFound (404) if not, as for another tenant's."""
-    if caller.scoped and not all(caller.may_use(receipt.tool) or (receipt.error or {}).get("code") == "forbidden"
-                                 for receipt in receipts):
+    if caller.scoped and not all(caller.may_use(call.tool) or (call.error or {}).get("code") == "forbidden"
+                                 for call in calls):
         raise NotFound(f"no batch {batch.id}")
     return batch
 
@@ -61,10 +63,10 @@ async def create_batch(request: Request, body: BatchRequest, caller: CallerDep) 
     The same Idempotency-Key, or the same trace_id with the same call ids, returns the same batch.
     """
     services = services_of(request)
-    batch, receipts, replayed = await accept_batch(services, caller, body, IDEMPOTENCY_KEY.read(request),
+    batch, opened_calls, replayed = await accept_batch(services, caller, body, IDEMPOTENCY_KEY.read(request),
                                                    tracing.accepted_under(request.headers))
     if replayed:  # another key's batch under the same Idempotency-Key: shown only if this key could see it
-        in_scope(caller, batch, receipts)
+        in_scope(caller, batch, opened_calls)
     if not batch.completed and body.wait_s:
         batch = await read_batch(services, caller, batch.id, body.wait_s)
     return batch_response(batch, replayed)

@@ -22,9 +22,9 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from receipts import states
-from receipts.db import Query, Steps, operation, subop, transaction
+from receipts.db import Announce, Query, Steps, operation, subop, transaction
 from receipts.errors import IdempotencyMismatch, NotFound
-from receipts.records import BATCH_COLUMNS, Batch, Receipt
+from receipts.records import BATCH_COLUMNS, Batch, BatchCall, Receipt
 from receipts.store import calls
 from receipts.store import statements as sql
 from receipts.store.calls import Entry
@@ -48,11 +48,13 @@ ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, created_at"""
 # The batches and their calls in one statement: a batch's calls are inserted only if the batch is (a
 # replay inserts neither). Each row starts with the id and creation time of a batch it opened, then
-# one of that batch's new receipts (NULLs when none of its calls is new); a batch not opened has none.
+# the id and status of one of that batch's new receipts (NULLs when none of its calls is new) and how
+# many webhook messages the statement queued; a batch not opened has none. The rest of each receipt is what the
+# caller asked for: it is not read back (the timeline and outbox rows are written from it all the same).
 OPEN_WITH_CALLS = sql.transition(sql.insert(where="WHERE u.batch_id IN (SELECT id FROM b)"), announce=True,
                                  detail=sql.ERROR_DETAIL, first=f"b AS ({OPEN})",
                                  source="b LEFT JOIN r ON r.batch_id = b.id",
-                                 leading="b.id AS opened_id, b.created_at AS opened_at")
+                                 leading="b.id AS opened_id, b.created_at AS opened_at", returning="r.id, r.status")
 BY_KEY = f"SELECT {_BATCH} FROM batches WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
 GET = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s"
 LOCK = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s AND status = 'running' FOR UPDATE"
@@ -89,7 +91,7 @@ def _batch(row: tuple[Any, ...]) -> Batch:
     return Batch(*row)
 
 
-Opened = tuple[Batch, list[Receipt], bool]
+Opened = tuple[Batch, list[BatchCall], bool]
 
 
 def _batch_row(new: NewBatch) -> dict[str, Any]:
@@ -103,37 +105,61 @@ def _batch_row(new: NewBatch) -> dict[str, Any]:
 def open_many(news: list[NewBatch], render: Render, *,
               actor: str = "api") -> Steps[list[Opened | IdempotencyMismatch]]:
     """Open each of ``news`` with a receipt per entry (each entry's call carries its batch's id), all in
-    one statement: for each, in order, ``(batch, its receipts in call order, replayed)``, or the refusal
+    one statement: for each, in order, ``(batch, its calls in call order, replayed)``, or the refusal
     of a key used before for a different request (:class:`IdempotencyMismatch`). A batch whose calls
     all start terminal completes at once.
 
     Concurrent duplicates under one key open one batch (the unique index decides, in one statement
     too): the others read it back as replays.
+
+    Each new receipt is announced once committed, with how many webhook messages the statement queued:
+    a call that starts failed (a model's mistake) as its whole receipt, read back for that (it ended:
+    the listeners count and log it), any other as its :class:`BatchCall` (a call just accepted has
+    nothing for a listener but those messages).
     """
     params = {**calls.insert_params([entry for new in news for entry in new.entries]), "actor": actor,
               "batches": Jsonb([_batch_row(new) for new in news])}
     rows = yield Query(OPEN_WITH_CALLS, params, fetch="all")
     opened_at: dict[str, datetime] = {}
-    receipt_rows: dict[str, list[tuple[Any, ...]]] = {}
-    for row in rows:
-        opened_at[row[0]] = row[1]
-        receipt_rows.setdefault(row[0], []).append(row[2:])
+    inserted: dict[str, tuple[str, int]] = {}  # receipt id: its status, and the webhook messages queued
+    for batch_id, at, receipt_id, status, queued in rows:
+        opened_at[batch_id] = at
+        if receipt_id is not None:
+            inserted[receipt_id] = status, queued
     results: list[Opened | IdempotencyMismatch] = []
+    ended: list[str] = []
     for new in news:
         if new.id not in opened_at:  # the key opened a batch before: that one is the answer
             existing = _batch((yield Query(BY_KEY, {"tenant_id": new.tenant_id, "key": new.idempotency_key})))
             if existing.request_hash != new.request_hash:
                 results.append(IdempotencyMismatch(receipt_id=existing.id))
             else:
-                results.append((existing, (yield from _receipts(existing)), True))
+                results.append((existing, [BatchCall.of(r) for r in (yield from _receipts(existing))], True))
             continue
-        accepted = yield from calls.accepted(new.entries, receipt_rows[new.id], actor=actor)
-        receipts = [result[0] for result in accepted if not isinstance(result, BaseException)]
+        opened_calls = [_opened_call(entry, inserted) for entry in new.entries]
+        for call in opened_calls:
+            if call.terminal:
+                ended.append(call.id)
+            else:
+                yield Announce(call, inserted[call.id][1])
         batch = opened(new, at=opened_at[new.id])
-        if all(receipt.terminal for receipt in receipts):
+        if all(call.terminal for call in opened_calls):
             batch = (yield from subop(complete(batch.id, render))) or batch
-        results.append((batch, receipts, False))
+        results.append((batch, opened_calls, False))
+    if ended:
+        for receipt in (yield from calls.get_many([(None, receipt_id) for receipt_id in ended]).steps):
+            if receipt is not None:  # (purged in the meantime: nothing to announce)
+                yield Announce(receipt, inserted[receipt.id][1])
     return results
+
+
+def _opened_call(entry: Entry, inserted: dict[str, tuple[str, int]]) -> BatchCall:
+    """The call ``entry`` asked for, as its batch's statement inserted it."""
+    if entry.receipt_id not in inserted:  # its batch is new, and so is the idempotency key it derives from it
+        raise RuntimeError(f"the call {entry.receipt_id} of a batch just opened was not inserted")
+    spec = entry.call.tool
+    return BatchCall(entry.receipt_id, spec.name, inserted[entry.receipt_id][0], entry.error, spec.timeout_s,
+                     spec.queue)
 
 
 @operation

@@ -81,7 +81,7 @@ m AS (
 
 
 def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s", first: str = "",
-               source: str = "r", leading: str = "") -> str:
+               source: str = "r", leading: str = "", returning: str = "r.*") -> str:
     """``row_statement`` (an INSERT or UPDATE ... RETURNING the receipt's columns and ``before_status``)
     with its timeline and outbox writes.
 
@@ -90,13 +90,14 @@ def transition(row_statement: str, *, announce: bool, detail: str = "%(detail)s"
     event's detail (by default the ``detail`` parameter; a sweep derives it from each row). ``first``
     is CTEs of the same statement that ``row_statement`` builds on (e.g. the batch it inserts into),
     ``source`` what the final SELECT reads ``r`` from (e.g. a join that keeps a row when ``r`` has none),
-    ``leading`` columns of ``source`` that each row starts with (e.g. that batch's id).
+    ``leading`` columns of ``source`` that each row starts with (e.g. that batch's id), ``returning`` the
+    columns of ``r`` it returns (by default all: a caller that needs only some reads less back).
     """
     ctes = [*([first] if first else []), f"r AS ({row_statement})", TIMELINE.format(detail=detail)]
     if announce:
         ctes.append(OUTBOX)
     queued = "(SELECT count(*) FROM m)" if announce else "0"
-    columns = f"{leading}, r.*" if leading else "r.*"
+    columns = f"{leading}, {returning}" if leading else returning
     return "WITH " + ",".join(ctes) + f"\nSELECT {columns}, {queued} AS outbox_messages FROM {source}"
 
 

@@ -6,9 +6,10 @@ import dataclasses
 
 from agents import batches as agent_batches
 from receipts import states
-from receipts.db import Database
+from receipts.db import Announce, Database
 from receipts.errors import IdempotencyMismatch
-from receipts.store import batches
+from receipts.records import BatchCall, Receipt
+from receipts.store import batches, calls
 from receipts.store.batches import NewBatch
 from receipts.store.calls import Entry, error
 from tests.support import factories, sql
@@ -27,14 +28,34 @@ def test_batches_opened_together_each_get_their_own_receipts_in_call_order(db: D
     results = db.run(batches.open_many(news, agent_batches.render))
     for new, result in zip(news, results, strict=True):
         assert not isinstance(result, BaseException)
-        batch, receipts, replayed = result
+        batch, opened, replayed = result
         assert not replayed and batch.id == new.id and batch.status == "running"
-        assert [r.id for r in receipts] == [e.receipt_id for e in new.entries] == batch.receipt_ids
-        assert {r.batch_id for r in receipts} == {new.id} and {r.status for r in receipts} == {states.PENDING}
+        assert [c.id for c in opened] == [e.receipt_id for e in new.entries] == batch.receipt_ids
+        assert {c.status for c in opened} == {states.PENDING}
         assert stored_receipts(db, new.id) == sorted(batch.receipt_ids)
-        stored = db.run(batches.get(new.tenant_id, new.id))
-        assert stored[0] == batch and stored[1] == receipts
+        stored, receipts = db.run(batches.get(new.tenant_id, new.id))
+        assert stored == batch and {r.batch_id for r in receipts} == {new.id}
+        assert opened == [BatchCall.of(receipt) for receipt in receipts]  # what was opened is what is stored
     assert sql.value(db, "SELECT count(*) FROM receipt_events") == 6  # each receipt's creation, once
+
+
+def test_a_call_that_starts_failed_is_announced_as_its_receipt_the_others_with_their_messages(db: Database) -> None:
+    sql.subscribe_to_everything(db, factories.TENANT)
+    new = factories.batch(2)
+    new = dataclasses.replace(new, entries=[new.entries[0], Entry(new.entries[1].call, states.FAILED,
+                                                                  error("not_found", "no tool named 'nope'"),
+                                                                  new.entries[1].receipt_id)])
+    heard: list[Announce] = []
+    db.subscribe(heard.append)
+    _batch, (pending, failed), _replayed = db.run(batches.open_batch(new, agent_batches.render))
+    assert (pending.status, failed.status, failed.error and failed.error["code"]) == ("pending", "failed", "not_found")
+    by_id = {announced.subject.id: announced for announced in heard}
+    assert by_id.keys() == {pending.id, failed.id}
+    assert by_id[pending.id].subject == pending
+    ended = by_id[failed.id].subject
+    assert isinstance(ended, Receipt) and ended == db.run(calls.get(new.tenant_id, failed.id))
+    # The statement queued one webhook message (receipt.failed, to the endpoint): the dispatcher is nudged.
+    assert [announced.messages for announced in heard] == [1, 1]
 
 
 def test_a_key_twice_in_one_statement_opens_one_batch_and_the_other_is_its_replay(db: Database) -> None:
