@@ -59,37 +59,38 @@ def entries(settings: Settings, tenant_id: str, *, batch_id: str, trace_id: str,
     Each receipt's idempotency key is derived from the batch and the model's call id, so a batch
     opened again under its key never makes a second receipt for a call.
     """
-
-    def entry(call: ToolCall) -> Entry:
+    shared = dict(metadata or {})  # every call's metadata: one copy of the caller's, which nothing changes
+    found: list[Entry] = []
+    for call in calls:
         checked = tools.get(call.name)
-        arguments, key = call.arguments or {}, f"{batch_id}:{call.call_id}"
-
-        def failed(spec: ToolSpec, problem: dict[str, Any]) -> Entry:
-            # A call that starts failed never runs: its input is kept with any secret masked, and nothing else.
-            shown = checked.masked(arguments) if checked is not None else arguments
-            return Entry(NewCall(tenant_id=tenant_id, tool=spec, arguments=shown, deadline_s=0.0,
-                                 trace_id=trace_id, call_id=call.call_id, idempotency_key=key,
-                                 metadata=dict(metadata or {}), webhook_url=webhook_url, batch_id=batch_id,
-                                 traceparent=traceparent),
-                         states.FAILED, problem)
-
+        key = f"{batch_id}:{call.call_id}"
         if call.name in forbidden:
-            return failed(checked.spec if checked is not None else unknown_tool(call.name),
-                          forbidden_error(call.name, may_use))
-        if checked is None:
-            return failed(unknown_tool(call.name), not_found_error(call.name, may_use))
-        if call.problem is not None:
-            return failed(checked.spec, error("invalid_arguments", call.problem))
-        request = CallRequest(tool=checked.spec.name, arguments=arguments, trace_id=trace_id, call_id=call.call_id,
-                              idempotency_key=key, metadata=dict(metadata or {}), webhook_url=webhook_url,
-                              batch_id=batch_id, traceparent=traceparent)
-        try:  # the batch's own key and fingerprint tell its replays apart: its calls need none of their own
-            new = prepare(settings, tenant_id, checked, request, fingerprinted=False)
-        except InvalidInput as exc:
-            return failed(checked.spec, error("invalid_arguments", exc.message, details={"errors": exc.errors}))
-        return Entry(new, initial_status(checked.spec))
+            problem = forbidden_error(call.name, may_use)
+        elif checked is None:
+            problem = not_found_error(call.name, may_use)
+        elif call.problem is not None:
+            problem = error("invalid_arguments", call.problem)
+        else:
+            request = CallRequest(tool=call.name, arguments=call.arguments or {}, trace_id=trace_id,
+                                  call_id=call.call_id, idempotency_key=key, metadata=shared, webhook_url=webhook_url,
+                                  batch_id=batch_id, traceparent=traceparent)
+            try:  # the batch's own key and fingerprint tell its replays apart: its calls need none of their own
+                found.append(Entry(prepare(settings, tenant_id, checked, request, fingerprinted=False),
+                                   initial_status(checked.spec)))
+                continue
+            except InvalidInput as exc:
+                problem = error("invalid_arguments", exc.message, details={"errors": exc.errors})
+        # A call that starts failed never runs: its input is kept with any secret masked, and nothing else.
+        arguments = call.arguments or {}
+        spec = checked.spec if checked is not None else unknown_tool(call.name)
+        found.append(Entry(NewCall(tenant_id=tenant_id, tool=spec,
+                                   arguments=checked.masked(arguments) if checked is not None else arguments,
+                                   deadline_s=0.0, trace_id=trace_id, call_id=call.call_id, idempotency_key=key,
+                                   metadata=shared, webhook_url=webhook_url, batch_id=batch_id,
+                                   traceparent=traceparent),
+                           states.FAILED, problem))
+    return found
 
-    return [entry(call) for call in calls]
 
 def results(receipts: Sequence[Receipt], limit: int) -> list[ToolResult]:
     """What the model reads for each terminal receipt, in order."""
