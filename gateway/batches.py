@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -51,7 +51,7 @@ def request_hash(settings: Settings, request: dict[str, Any], tools: Iterable[Ch
 
 
 async def accept_batch(services: Services, caller: Caller, body: BatchRequest, header_key: str | None,
-                       traceparent: str | None = None) -> tuple[Batch, list[BatchCall], bool]:
+                       traceparent: str | None = None) -> tuple[Batch, Sequence[BatchCall], bool]:
     """Open the batch of ``body``'s calls and publish those to run: ``(batch, its calls, replayed)``.
 
     ``traceparent`` is the trace context the calls are accepted under (their executions continue it).

@@ -39,7 +39,7 @@ class TaskSender(Protocol):
 
 
 class Executable(Protocol):
-    """What an execute message is made from: a receipt, or a call of a batch just opened (BatchCall)."""
+    """What an execute message is made from: a receipt, or the entry of a call just inserted (a BatchCall)."""
 
     @property
     def id(self) -> str: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from receipts.outbound.templates import public_definition
 from receipts.states import TERMINAL
@@ -235,26 +235,28 @@ class Batch:
 BATCH_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Batch))
 
 
-@dataclass(frozen=True, slots=True)
-class BatchCall:
-    """One call of a batch as the request that opened it (or replayed it) sees it: what it needs to publish
-    the call and to answer. The whole receipt is one read away (``GET /v1/receipts/{id}``); opening a
-    batch reads none back, so a step of many calls costs no more than its statement."""
+class BatchCall(Protocol):
+    """A call of a batch as the request that opened it sees it: enough to publish the call and to answer.
 
-    id: str
-    tool: str
-    status: str
-    error: dict[str, Any] | None  # set when the call starts failed (what the model got wrong)
-    timeout_s: float
-    queue: str
-
-    @classmethod
-    def of(cls, receipt: Receipt) -> BatchCall:
-        return cls(receipt.id, receipt.tool, receipt.status, receipt.error, receipt.timeout_s, receipt.queue)
+    A batch just opened answers with the store's entries it inserted (:class:`receipts.store.calls.Entry`:
+    nothing of them is read back, so a step of many calls costs no more than its statement); a replay
+    with the receipts its first opening made, read back.
+    """
 
     @property
-    def terminal(self) -> bool:
-        return self.status in TERMINAL
+    def id(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> dict[str, Any] | None: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def terminal(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)

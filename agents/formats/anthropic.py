@@ -54,7 +54,7 @@ def calls(message: Any) -> list[ToolCall]:
     problems.raise_any()
     if not found:
         raise no_calls("message.content", "the message has no tool_use block")
-    unique_ids([c.call_id for c in found], fields, problems)
+    unique_ids([c.call_id for c in found], fields.__getitem__, problems)
     problems.raise_any()
     return found
 

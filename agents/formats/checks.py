@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agents.errors import MalformedMessage
@@ -23,13 +23,16 @@ class Problems:
             raise MalformedMessage(f"the message is not {self.what}", errors=self.errors)
 
 
-def unique_ids(ids: Sequence[str], fields: Sequence[str], problems: Problems) -> None:
-    """Each call's id must be unique in the message: it is how each result finds its call."""
+def unique_ids(ids: Sequence[str], field_of: Callable[[int], str], problems: Problems) -> None:
+    """Each call's id must be unique in the message: it is how each result finds its call. ``field_of(i)``
+    names the field of ``ids[i]`` (only a repeated id needs its name)."""
+    if len(set(ids)) == len(ids):
+        return
     seen: dict[str, str] = {}
-    for call_id, field in zip(ids, fields, strict=True):
+    for i, call_id in enumerate(ids):
         if call_id in seen:
-            problems.add(field, f"the id {call_id!r} is used by {seen[call_id]} too; every call needs its own")
-        seen.setdefault(call_id, field)
+            problems.add(field_of(i), f"the id {call_id!r} is used by {seen[call_id]} too; every call needs its own")
+        seen.setdefault(call_id, field_of(i))
 
 
 def text(value: Any, field: str, problems: Problems, *, max_length: int = 200) -> str | None:

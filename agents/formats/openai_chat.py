@@ -50,7 +50,7 @@ def calls(message: Any) -> list[ToolCall]:
         arguments, problem = arguments_from_json(body.get("arguments", ""))
         found.append(ToolCall(call_id, name, arguments, problem))
     problems.raise_any()
-    unique_ids([c.call_id for c in found], [f"message.tool_calls.{i}.id" for i in range(len(found))], problems)
+    unique_ids([c.call_id for c in found], lambda i: f"message.tool_calls.{i}.id", problems)
     problems.raise_any()
     return found
 

@@ -43,7 +43,7 @@ def calls(message: Any) -> list[ToolCall]:
     problems.raise_any()
     if not found:
         raise no_calls(field, "the output has no function_call item")
-    unique_ids([c.call_id for c in found], fields, problems)
+    unique_ids([c.call_id for c in found], fields.__getitem__, problems)
     problems.raise_any()
     return found
 

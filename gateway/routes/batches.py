@@ -15,14 +15,14 @@ from gateway.schemas import PROBLEMS, BatchBody, BatchRequest
 from gateway.services import Services
 from gateway.waiters import wait_until
 from receipts.errors import NotFound
-from receipts.records import Batch, BatchCall, Caller, Receipt
+from receipts.records import Batch, BatchCall, Caller
 from receipts.store import batches
 from receipts.telemetry import tracing
 
 router = APIRouter(prefix="/v1", tags=["batches"], route_class=JSONBodyRoute)
 
 
-def in_scope(caller: Caller, batch: Batch, calls: Sequence[Receipt | BatchCall]) -> Batch:
+def in_scope(caller: Caller, batch: Batch, calls: Sequence[BatchCall]) -> Batch:
     """``batch`` if the caller's key may see every call in it: each to a tool the key may use, or refused as
     outside its scope (what a limited key's own batch holds); NotFound (404) if not, as for another tenant's."""
     if caller.scoped and not all(caller.may_use(call.tool) or (call.error or {}).get("code") == "forbidden"

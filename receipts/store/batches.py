@@ -14,7 +14,7 @@ own write has committed; the sweeper completes any batch whose completer died in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -48,13 +48,13 @@ ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, created_at"""
 # The batches and their calls in one statement: a batch's calls are inserted only if the batch is (a
 # replay inserts neither). Each row starts with the id and creation time of a batch it opened, then
-# the id and status of one of that batch's new receipts (NULLs when none of its calls is new) and how
-# many webhook messages the statement queued; a batch not opened has none. The rest of each receipt is what the
-# caller asked for: it is not read back (the timeline and outbox rows are written from it all the same).
+# the id of one of that batch's new receipts (NULL when none of its calls is new) and how
+# many webhook messages the statement queued; a batch not opened has none. The rest of each receipt is
+# what the caller asked for: it is not read back (its timeline and outbox rows are written from it).
 OPEN_WITH_CALLS = sql.transition(sql.insert(where="WHERE u.batch_id IN (SELECT id FROM b)"), announce=True,
                                  detail=sql.ERROR_DETAIL, first=f"b AS ({OPEN})",
                                  source="b LEFT JOIN r ON r.batch_id = b.id",
-                                 leading="b.id AS opened_id, b.created_at AS opened_at", returning="r.id, r.status")
+                                 leading="b.id AS opened_id, b.created_at AS opened_at", returning="r.id")
 BY_KEY = f"SELECT {_BATCH} FROM batches WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(key)s"
 GET = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s"
 LOCK = f"SELECT {_BATCH} FROM batches WHERE id = %(id)s AND status = 'running' FOR UPDATE"
@@ -91,7 +91,7 @@ def _batch(row: tuple[Any, ...]) -> Batch:
     return Batch(*row)
 
 
-Opened = tuple[Batch, list[BatchCall], bool]
+Opened = tuple[Batch, Sequence[BatchCall], bool]
 
 
 def _batch_row(new: NewBatch) -> dict[str, Any]:
@@ -112,20 +112,20 @@ def open_many(news: list[NewBatch], render: Render, *,
     Concurrent duplicates under one key open one batch (the unique index decides, in one statement
     too): the others read it back as replays.
 
-    Each new receipt is announced once committed, with how many webhook messages the statement queued:
-    a call that starts failed (a model's mistake) as its whole receipt, read back for that (it ended:
-    the listeners count and log it), any other as its :class:`BatchCall` (a call just accepted has
-    nothing for a listener but those messages).
+    What was opened is announced once committed, with how many webhook messages the statement queued:
+    each batch, and each call that starts failed (a model's mistake) as its whole receipt, read back
+    for that (it ended: the listeners count and log it). A call just accepted has nothing else for a
+    listener.
     """
     params = {**calls.insert_params([entry for new in news for entry in new.entries]), "actor": actor,
               "batches": Jsonb([_batch_row(new) for new in news])}
     rows = yield Query(OPEN_WITH_CALLS, params, fetch="all")
     opened_at: dict[str, datetime] = {}
-    inserted: dict[str, tuple[str, int]] = {}  # receipt id: its status, and the webhook messages queued
-    for batch_id, at, receipt_id, status, queued in rows:
+    inserted: set[str] = set()
+    for batch_id, at, receipt_id, _queued in rows:
         opened_at[batch_id] = at
-        if receipt_id is not None:
-            inserted[receipt_id] = status, queued
+        inserted.add(receipt_id)
+    queued = rows[0][3] if rows else 0  # the webhook messages the statement queued (each row says it)
     results: list[Opened | IdempotencyMismatch] = []
     ended: list[str] = []
     for new in news:
@@ -134,32 +134,23 @@ def open_many(news: list[NewBatch], render: Render, *,
             if existing.request_hash != new.request_hash:
                 results.append(IdempotencyMismatch(receipt_id=existing.id))
             else:
-                results.append((existing, [BatchCall.of(r) for r in (yield from _receipts(existing))], True))
+                results.append((existing, (yield from _receipts(existing)), True))
             continue
-        opened_calls = [_opened_call(entry, inserted) for entry in new.entries]
-        for call in opened_calls:
-            if call.terminal:
-                ended.append(call.id)
-            else:
-                yield Announce(call, inserted[call.id][1])
+        if not inserted.issuperset(entry.receipt_id for entry in new.entries):
+            # Its batch is new, and so is every idempotency key its calls derive from the batch's id.
+            raise RuntimeError(f"a call of the batch {new.id}, just opened, was not inserted")
         batch = opened(new, at=opened_at[new.id])
-        if all(call.terminal for call in opened_calls):
+        yield Announce(batch, queued)
+        starting_failed = [entry.receipt_id for entry in new.entries if entry.terminal]
+        ended.extend(starting_failed)
+        if len(starting_failed) == len(new.entries):
             batch = (yield from subop(complete(batch.id, render))) or batch
-        results.append((batch, opened_calls, False))
+        results.append((batch, new.entries, False))
     if ended:
         for receipt in (yield from calls.get_many([(None, receipt_id) for receipt_id in ended]).steps):
             if receipt is not None:  # (purged in the meantime: nothing to announce)
-                yield Announce(receipt, inserted[receipt.id][1])
+                yield Announce(receipt, queued)
     return results
-
-
-def _opened_call(entry: Entry, inserted: dict[str, tuple[str, int]]) -> BatchCall:
-    """The call ``entry`` asked for, as its batch's statement inserted it."""
-    if entry.receipt_id not in inserted:  # its batch is new, and so is the idempotency key it derives from it
-        raise RuntimeError(f"the call {entry.receipt_id} of a batch just opened was not inserted")
-    spec = entry.call.tool
-    return BatchCall(entry.receipt_id, spec.name, inserted[entry.receipt_id][0], entry.error, spec.timeout_s,
-                     spec.queue)
 
 
 @operation

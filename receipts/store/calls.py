@@ -71,12 +71,33 @@ class NewCall:
 @dataclass(frozen=True, slots=True)
 class Entry:
     """A call to insert, the status it starts in, its error when it starts failed, and the id its receipt
-    gets if it is new."""
+    gets if it is new. Once inserted, it is that call as its batch's opener sees it (a
+    :class:`~receipts.records.BatchCall`): its receipt's id, tool, status, error, timeout and queue."""
 
     call: NewCall
     status: str = states.PENDING
     error: dict[str, Any] | None = None
     receipt_id: str = field(default_factory=lambda: new_id("rcpt"))
+
+    @property
+    def id(self) -> str:
+        return self.receipt_id
+
+    @property
+    def tool(self) -> str:
+        return self.call.tool.name
+
+    @property
+    def timeout_s(self) -> float:
+        return self.call.tool.timeout_s
+
+    @property
+    def queue(self) -> str:
+        return self.call.tool.queue
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in states.TERMINAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,20 @@ def test_openai_chat_arguments_that_are_not_a_json_object_are_the_models_mistake
     assert calls[2].arguments == {} and calls[2].problem is None  # no arguments at all
 
 
+@pytest.mark.parametrize(("arguments", "problem"), [
+    ('{"a": {"b": "x\\u0000y"}}', "arguments.a.b contains a NUL"),
+    ('{"n": [1, NaN]}', "arguments.n.1 must be a finite number"),
+    ('{"n": 1e400}', "arguments.n must be a finite number"),
+    ('{"a": "\\ud800"}', "arguments.a contains a lone surrogate"),
+    ('{"a": "\ud800"}', "arguments.a contains a lone surrogate"),  # the character itself, not its escape
+])
+def test_openai_chat_arguments_postgresql_cannot_store_are_the_models_mistake(arguments: str, problem: str) -> None:
+    (call,) = CHAT.calls({"role": "assistant", "tool_calls": [chat_call("c", "echo", arguments)]})
+    assert call.arguments is None and problem in (call.problem or "")
+    (clean,) = CHAT.calls({"role": "assistant", "tool_calls": [chat_call("c", "echo", '{"a": "\\u00e9 \u00e9 1e99"}')]})
+    assert clean.arguments == {"a": "é é 1e99"} and clean.problem is None
+
+
 def test_openai_chat_a_custom_tool_call_gets_an_answer_that_it_cannot_run() -> None:
     (call,) = CHAT.calls({"role": "assistant", "tool_calls": [
         {"id": "c1", "type": "custom", "custom": {"name": "grammar", "input": "x"}}]})
