@@ -50,8 +50,7 @@ def arguments_from_json(text: Any) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"the arguments cannot be read: {exc}"
     if not isinstance(value, dict):
         return None, f"the arguments must be a JSON object, not {type(value).__name__}"
-    # The text's UTF-8 tells the common case without a walk (a lone surrogate's bytes say to walk).
-    unstorable = None if storable.clean_text(text.encode("utf-8", "surrogatepass")) else storable.fault(value)
+    unstorable = storable.fault(value)
     if unstorable is not None:
         path, reason = unstorable
         return None, f"the arguments cannot be stored: {storable.field_name(path, 'arguments')} {reason}"

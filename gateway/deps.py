@@ -74,17 +74,13 @@ async def check_storable(request: Request) -> None:
     """InvalidInput (422) if the request's path, query or JSON body holds a value that cannot be stored.
 
     FastAPI has parsed the body of a route that takes one before it solves the dependencies, and the
-    request keeps what it parsed: reading it here parses nothing again. A body whose text holds nothing
-    a value that cannot be stored takes to write (the common case) is not walked at all. A body that is
-    not JSON is left to the route (400 where it reads one, ignored where it reads none).
+    request keeps what it parsed: reading it here parses nothing again. A body that is not JSON is
+    left to the route (400 where it reads one, ignored where it reads none).
     """
     storable.check_texts(request.path_params)
     if request.scope.get("query_string"):
         storable.check_texts(request.query_params.multi_items())
-    if request.method in BODY_METHODS:
-        raw = await request.body()
-        if not raw or storable.clean_text(raw):
-            return
+    if request.method in BODY_METHODS and await request.body():
         try:
             body = await request.json()
         except (ValueError, RecursionError):

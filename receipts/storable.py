@@ -13,10 +13,6 @@ fail the statement that stores them (a 500 after the request was accepted as val
 :class:`~receipts.errors.InvalidInput` naming the first field at fault. A value with no fault, the
 common case, costs one pass with no bookkeeping (about a microsecond for a typical tool call's body,
 less than parsing it), so the check sits on the hot path of every submitted call.
-
-:func:`clean_text` tells the common case from the text itself, before any walk: each of those values
-takes something to write that a JSON text without them lacks, so a request body (a model's whole
-message, say) that lacks all of them need not be walked, in the time of a few substring searches.
 """
 
 from __future__ import annotations
@@ -38,28 +34,6 @@ NUMBER_MESSAGE = "must be a finite number: NaN, Infinity and numbers beyond a do
 
 Path = tuple[str | int, ...]
 Trail = tuple[Any, Any] | None  # (key, the parent's trail)
-
-
-# What a JSON text holds where its value may have a part that cannot be stored: an escaped NUL or
-# surrogate (\uD800-\uDFFF, and \uD000-\uD7FF with them), the UTF-8 lead byte of a surrogate, which
-# json.loads reads from bytes ("surrogatepass"), a NUL byte (no UTF-8 JSON text has one: a text in
-# UTF-16 or UTF-32, which json.loads reads too, is never taken for clean), NaN or Infinity; and, once
-# every digit is a 0, a run of 19 digits or an exponent of three digits or more, the only ways to write
-# a number beyond a double's range (under 19 digits and times 10 to at most 99, a number is below 1e118).
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_RUN = b"0" * 19
-
-
-def clean_text(raw: bytes) -> bool:
-    """Whether the JSON text ``raw`` surely reads (``json.loads``, or :func:`receipts.jsoncodec.loads`) as a
-    value every part of which can be stored: it holds nothing such a part takes to write. False says only
-    that the value must be walked (:func:`check`) to know."""
-    if (b"\\u0000" in raw or b"\\ud" in raw or b"\\uD" in raw or b"\xed" in raw or b"\x00" in raw
-            or b"NaN" in raw or b"Infinity" in raw):
-        return False
-    numbers = raw.translate(_DIGITS_TO_ZERO)
-    return not (_LONG_RUN in numbers or b"e000" in numbers or b"E000" in numbers or b"e+000" in numbers
-                or b"E+000" in numbers)
 
 
 def text_fault(value: str) -> str | None:

@@ -6,10 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from receipts import jsoncodec, storable
+from receipts import storable
 from receipts.errors import InvalidInput
 
 TYPICAL_CALL = {"tool": "calculate", "arguments": {"expression": "(2 + 3) * 4"}, "trace_id": "trace_demo",
@@ -81,44 +79,3 @@ def test_a_deep_value_costs_no_recursion() -> None:
     found = storable.fault(deep)
     assert found is not None and len(found[0]) == 100_001
 
-
-
-# -- the text of a body, before any walk ------------------------------------------------------------
-
-ORDINARY_BODY = json.dumps({"format": "openai_chat", "message": {"role": "assistant", "tool_calls": [
-    {"id": f"call_{n}", "type": "function", "function": {"name": "echo", "arguments": json.dumps({"n": n, "x": 2.5})}}
-    for n in range(8)]}, "metadata": {"step": 1e99, "big": 10 ** 17}}).encode()
-
-
-def test_an_ordinary_body_is_clean_from_its_text() -> None:
-    assert storable.clean_text(ORDINARY_BODY)
-    assert storable.clean_text(json.dumps(TYPICAL_CALL).encode())
-    assert storable.clean_text("{\"text\": \"é 😀\"}".encode())  # characters beyond ASCII, written as they are
-
-
-@pytest.mark.parametrize("text", [
-    b'{"a": "x\\u0000y"}', b'{"a\\u0000": 1}', b'{"a": "\\ud800"}', b'{"a": "\\uDFFF"}',
-    '{"a": "\ud800"}'.encode("utf-8", "surrogatepass"),  # json.loads reads a surrogate's UTF-8 from bytes
-    b'{"n": NaN}', b'{"n": -Infinity}', b'{"n": 1e400}', b'{"n": 1E+308}', b'{"n": 2e308}',
-    b'{"n": ' + b"9" * 400 + b'.0}', b'{"n": 0.' + b"1" * 30 + b'e300}',
-    '{"a": "\\u0000"}'.encode("utf-16"), '{"n": NaN}'.encode("utf-32"),  # json.loads reads UTF-16 and UTF-32
-    json.dumps({"arguments": json.dumps({"a": "\x00"})}).encode(),  # a JSON text inside a string, escaped
-    json.dumps({"arguments": '{"n": NaN}'}).encode(),
-])
-def test_a_text_that_may_read_as_a_value_postgresql_cannot_store_is_not_clean(text: bytes) -> None:
-    assert not storable.clean_text(text)
-
-
-@settings(max_examples=400, deadline=None)
-@given(value=st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(alphabet=st.characters(codec=None)),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
-    max_leaves=12),
-       ascii_only=st.booleans(), encoding=st.sampled_from(["utf-8", "utf-16", "utf-32"]))
-def test_a_clean_text_never_reads_as_a_value_postgresql_cannot_store(value: Any, ascii_only: bool,
-                                                                       encoding: str) -> None:
-    text = json.dumps(value, ensure_ascii=ascii_only).encode(encoding, "surrogatepass")
-    if storable.clean_text(text):
-        assert storable.fault(jsoncodec.loads(text)) is None
-    if storable.fault(value) is not None:  # what json.dumps wrote of a faulty value reads faulty again
-        assert not storable.clean_text(text)
