@@ -4,7 +4,9 @@
   trip one batch at a time (accepted, all 8 run by the worker, messages back), and the gateway's
   CPU per batch at ``--concurrency`` in flight, against its CPU per single ``POST /v1/tool-calls``
   (both accept-only, ``wait_s`` 0, the worker stopped so only the gateway's own work is counted),
-  after a warm-up of each, in paired rounds whose order flips (the median round of each side).
+  after a warm-up of each, in paired rounds whose order flips: the median round of each side, and
+  the median of the rounds' ratios (each round's batches against the singles sent next to them, the
+  figure least moved by a machine whose speed drifts from one second to the next).
   The target: one batch of 8 costs less gateway CPU than 2 single submits.
 * **loop**: runs against a scripted Chat Completions server on this machine that answers at once
   (each turn calls echo once, the last answers): toolrelay's own time per iteration (a model call
@@ -37,7 +39,7 @@ def chat_message(batch: int) -> dict[str, Any]:
         for n in range(CALLS_PER_BATCH)]}
 
 
-ACCEPT_ROUNDS = 4  # after a warm-up round of each; the order flips every round
+ACCEPT_ROUNDS = 8  # after a warm-up round of each; the order flips every round
 
 
 def _cpu_per_request(gateway_pid: int, base_url: str, requests: list[Request], concurrency: int) -> dict[str, Any]:
@@ -70,7 +72,9 @@ def _accept_cpu(gateway_pid: int, base_url: str, key: str, count: int, concurren
         for side in (("batch", "single") if n % 2 == 0 else ("single", "batch")):
             made_requests = batch_requests() if side == "batch" else singles()
             rounds[side].append(_cpu_per_request(gateway_pid, base_url, made_requests, concurrency))
-    result: dict[str, Any] = {"rounds": ACCEPT_ROUNDS}
+    result: dict[str, Any] = {"rounds": ACCEPT_ROUNDS, "paired_ratio": round(statistics.median(
+        batch["gateway_cpu_ms_per_request"] / (2 * single["gateway_cpu_ms_per_request"])
+        for batch, single in zip(rounds["batch"], rounds["single"], strict=True)), 3)}
     for side, parts in rounds.items():
         result[f"{side}_accept"] = {
             "requests": sum(part["requests"] for part in parts),

@@ -168,6 +168,8 @@ def agent_rows(a: dict[str, Any]) -> list[Row]:
     return [("batch of 8: round trip p50/p99 ms", _pair(batches["round_trip"]), ""),
             ("gateway CPU ms: batch of 8 / 2 single submits", f"{batch_cpu:.2f} / {2 * single_cpu:.2f}",
              "batch < 2 singles"),
+            ("gateway CPU: batch of 8 / 2 singles, median of the rounds' ratios", f"{batches['paired_ratio']:.2f}x",
+             "< 1x"),
             ("batches not completed", str(batches["not_completed"]), "0"),
             ("accepts not 202: batches / singles", f"{sum(batches['batch_accept']['unexpected'].values())} / "
                                                     f"{sum(batches['single_accept']['unexpected'].values())}", "0"),
