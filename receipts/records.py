@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from receipts.messages import Executable
 from receipts.outbound.templates import public_definition
 from receipts.states import TERMINAL
 
@@ -235,8 +236,9 @@ class Batch:
 BATCH_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Batch))
 
 
-class BatchCall(Protocol):
-    """A call of a batch as the request that opened it sees it: enough to publish the call and to answer.
+class BatchCall(Executable, Protocol):
+    """A call of a batch as the request that opened it sees it: enough to publish the call (an
+    :class:`~receipts.messages.Executable`) and to answer.
 
     A batch just opened answers with the store's entries it inserted (:class:`receipts.store.calls.Entry`:
     nothing of them is read back, so a step of many calls costs no more than its statement); a replay
@@ -244,17 +246,11 @@ class BatchCall(Protocol):
     """
 
     @property
-    def id(self) -> str: ...
-    @property
     def tool(self) -> str: ...
     @property
     def status(self) -> str: ...
     @property
     def error(self) -> dict[str, Any] | None: ...
-    @property
-    def timeout_s(self) -> float: ...
-    @property
-    def queue(self) -> str: ...
     @property
     def terminal(self) -> bool: ...
 
